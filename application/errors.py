@@ -1,0 +1,47 @@
+"""Application errors: failures of the outside world, as the use cases see them.
+
+ApplicationError
+├── StoreUnavailable      the connection store did not answer or refused for now (throttled,
+│                         timed out, network): the outcome of a write is UNKNOWN; retry or read back
+├── QueueUnavailable      the notification queue did not answer
+├── SinkUnavailable       the message sink did not take a batch (nothing or everything of it may
+│                         be stored; writes are idempotent, so retrying is safe)
+├── UpstreamError         the upstream stream failed
+│   ├── UpstreamUnavailable   worth retrying with back-off (refused, dropped, 5xx, timeout)
+│   └── UpstreamRejected      not worth retrying soon (4xx, bad URL, forbidden address)
+└── ConfigurationError    a setting is invalid; names the setting and what is allowed
+
+Domain refusals (LeaseLost, ConnectionNotFound, ...) are DomainErrors and pass through unchanged.
+"""
+
+
+class ApplicationError(Exception):
+    """Root of every error raised by use cases and ports."""
+
+
+class StoreUnavailable(ApplicationError):
+    pass
+
+
+class QueueUnavailable(ApplicationError):
+    pass
+
+
+class SinkUnavailable(ApplicationError):
+    pass
+
+
+class UpstreamError(ApplicationError):
+    pass
+
+
+class UpstreamUnavailable(UpstreamError):
+    pass
+
+
+class UpstreamRejected(UpstreamError):
+    pass
+
+
+class ConfigurationError(ApplicationError):
+    pass

@@ -1,0 +1,23 @@
+"""Ports: what the use cases need from the outside world, one small protocol each."""
+
+from application.ports.clock import Clock
+from application.ports.metrics import Metrics
+from application.ports.queue import Delivery, NotificationQueue
+from application.ports.sink import MessageSink, StoredMessage
+from application.ports.store import ConnectionStore, RenewResult, StartResult
+from application.ports.upstream import UpstreamConnector, UpstreamMessage, UpstreamStream
+
+__all__ = [
+    "Clock",
+    "ConnectionStore",
+    "Delivery",
+    "MessageSink",
+    "Metrics",
+    "NotificationQueue",
+    "RenewResult",
+    "StartResult",
+    "StoredMessage",
+    "UpstreamConnector",
+    "UpstreamMessage",
+    "UpstreamStream",
+]

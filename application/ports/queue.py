@@ -1,0 +1,37 @@
+"""The notification queue port: fast hints that a connection may need an owner.
+
+A hint is never a guarantee (the store decides ownership); losing one only delays pickup until
+reconciliation. Delivery is at-least-once with a visibility timeout, like SQS.
+"""
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import attrs
+
+
+@attrs.frozen
+class Delivery:
+    """One received message. `connection_id` is None when the body could not be parsed;
+    `problem` then says why, and the consumer logs, counts and deletes it."""
+
+    receipt: str
+    connection_id: str | None
+    problem: str | None = None
+
+
+class NotificationQueue(Protocol):
+    async def send(self, connection_ids: Sequence[str]) -> None:
+        """Enqueue one hint per id (batched where the queue allows). Raises QueueUnavailable."""
+        ...
+
+    async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:
+        """Long-poll up to `wait_s` seconds for up to `max_messages` (1-10). Received messages
+        are invisible to other consumers until deleted or the visibility timeout passes.
+        Raises QueueUnavailable."""
+        ...
+
+    async def delete(self, receipts: Sequence[str]) -> None:
+        """Delete delivered messages (batched). Unknown or stale receipts are ignored.
+        Raises QueueUnavailable."""
+        ...

@@ -1,0 +1,73 @@
+"""The event router use case: START/STOP from the outside world into the store, then a hint.
+
+Shared by the Lambda handler and the local API, so validation and outcomes live in one place.
+The store write happens first: a hint for a connection the store does not know would be useless,
+and a lost hint only delays pickup until the next reconciliation.
+"""
+
+import logging
+from collections.abc import Sequence
+
+import attrs
+
+from application.errors import QueueUnavailable
+from application.ports import Clock, ConnectionStore, NotificationQueue
+from application.url_policy import UrlPolicy
+from domain import Connection, Event, validate_connection_id
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class CommandOutcome:
+    connection: Connection
+    changed: bool  # False when the command repeated what was already so (idempotent replay)
+
+
+class EventRouter:
+    def __init__(
+        self,
+        store: ConnectionStore,
+        queue: NotificationQueue,
+        clock: Clock,
+        url_policy: UrlPolicy,
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._clock = clock
+        self._url_policy = url_policy
+
+    async def start(self, connection_id: str, ws_url: str) -> CommandOutcome:
+        """Raises InvalidCommand, ForbiddenUrl, ConnectionConflict, StoreUnavailable."""
+        validate_connection_id(connection_id)
+        await self._url_policy.check(ws_url)
+        result = await self._store.start(connection_id, ws_url, self._clock.now_ms())
+        if result.changed:
+            await self._hint(connection_id)
+        return CommandOutcome(result.connection, result.changed)
+
+    async def stop(self, connection_id: str) -> CommandOutcome:
+        """Raises InvalidCommand, ConnectionNotFound, StoreUnavailable."""
+        validate_connection_id(connection_id)
+        before = await self._store.get(connection_id)
+        after = await self._store.stop(connection_id, self._clock.now_ms())
+        changed = before is None or before.desired_state is not after.desired_state
+        return CommandOutcome(after, changed)
+
+    async def get(self, connection_id: str) -> Connection | None:
+        validate_connection_id(connection_id)
+        return await self._store.get(connection_id)
+
+    async def history(self, connection_id: str) -> Sequence[Event]:
+        validate_connection_id(connection_id)
+        return await self._store.history(connection_id)
+
+    async def _hint(self, connection_id: str) -> None:
+        try:
+            await self._queue.send([connection_id])
+        except QueueUnavailable:
+            # The START is durable; reconciliation will find the orphan. Say so, don't fail.
+            log.warning(
+                "queue unavailable; connection will be picked up by reconciliation",
+                extra={"connection_id": connection_id},
+            )

@@ -1,0 +1,237 @@
+"""decide(state, command, now_ms) -> events: the only place where a command is judged.
+
+Pure: the time is an argument, nothing is read or written. Every precondition here is the
+one each store must enforce atomically (a DynamoDB condition expression, an SQLite WHERE).
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+from domain.commands import (
+    Acquire,
+    Command,
+    EndStream,
+    Release,
+    Renew,
+    ReportUpstreamFailure,
+    Start,
+    Stop,
+)
+from domain.errors import (
+    CheckpointRegressed,
+    ConnectionConflict,
+    ConnectionNotFound,
+    ConnectionStopped,
+    InvalidCommand,
+    LeaseLost,
+    LeaseUnavailable,
+)
+from domain.events import (
+    Checkpointed,
+    ConnectionRestarted,
+    ConnectionStarted,
+    Event,
+    LeaseAcquired,
+    LeaseReleased,
+    LeaseRenewed,
+    LeaseTakenOver,
+    StopRequested,
+    StreamEnded,
+    UpstreamFailed,
+)
+from domain.identifiers import validate_connection_id, validate_worker_id, validate_ws_url
+from domain.state import Connection, DesiredState, LeaseStatus
+
+
+class _Versions:
+    """Hands out the next per-connection versions for the events of one decision."""
+
+    def __init__(self, state: Connection | None, connection_id: str, now_ms: int) -> None:
+        self._version = state.version if state else 0
+        self.common: dict[str, Any] = {"connection_id": connection_id, "at_ms": now_ms}
+
+    def next(self) -> dict[str, Any]:
+        self._version += 1
+        return {**self.common, "version": self._version}
+
+
+def decide(state: Connection | None, command: Command, now_ms: int) -> list[Event]:
+    """Judge `command` against `state` at `now_ms`; return the events, or raise a DomainError."""
+    validate_connection_id(command.connection_id)
+    if state is not None and state.connection_id != command.connection_id:
+        raise InvalidCommand("command and state name different connections")
+    handler = _HANDLERS.get(type(command))
+    if handler is None:
+        raise InvalidCommand(f"unknown command {type(command).__name__}")
+    return handler(state, command, _Versions(state, command.connection_id, now_ms))
+
+
+_Handler = Callable[[Connection | None, Any, _Versions], list[Event]]
+_HANDLERS: dict[type, _Handler] = {}
+
+
+def _handles(command_type: type) -> Callable[[_Handler], _Handler]:
+    def register(fn: _Handler) -> _Handler:
+        _HANDLERS[command_type] = fn
+        return fn
+
+    return register
+
+
+def _existing(state: Connection | None, connection_id: str) -> Connection:
+    if state is None:
+        raise ConnectionNotFound(f"connection {connection_id!r} was never started")
+    return state
+
+
+@_handles(Start)
+def _start(state: Connection | None, cmd: Start, v: _Versions) -> list[Event]:
+    validate_ws_url(cmd.ws_url)
+    if state is None:
+        return [ConnectionStarted(**v.next(), ws_url=cmd.ws_url)]
+    if state.desired_state is DesiredState.STOPPED:
+        return [ConnectionRestarted(**v.next(), ws_url=cmd.ws_url)]
+    if state.ws_url != cmd.ws_url:
+        raise ConnectionConflict(
+            f"connection {cmd.connection_id!r} is already started with a different ws_url; "
+            "stop it first to change the URL"
+        )
+    return []  # a retried START changes nothing: not the lease, not the token, not the checkpoint
+
+
+@_handles(Stop)
+def _stop(state: Connection | None, cmd: Stop, v: _Versions) -> list[Event]:
+    conn = _existing(state, cmd.connection_id)
+    if conn.desired_state is DesiredState.STOPPED:
+        return []
+    return [StopRequested(**v.next())]
+
+
+@_handles(Acquire)
+def _acquire(state: Connection | None, cmd: Acquire, v: _Versions) -> list[Event]:
+    validate_worker_id(cmd.worker_id)
+    _positive("lease_ms", cmd.lease_ms)
+    conn = _existing(state, cmd.connection_id)
+    now = v.common["at_ms"]
+    if conn.desired_state is DesiredState.STOPPED:
+        raise ConnectionStopped(f"connection {cmd.connection_id!r} is stopped")
+    status = conn.lease_status(now)
+    if status is LeaseStatus.HELD:
+        raise LeaseUnavailable(
+            f"connection {cmd.connection_id!r} is leased by {conn.owner!r} "
+            f"for another {conn.expires_at_ms - now} ms"
+        )
+    if conn.not_before_ms >= now:
+        raise LeaseUnavailable(
+            f"connection {cmd.connection_id!r} is backing off after {conn.failures} upstream "
+            f"failures for another {conn.not_before_ms - now} ms"
+        )
+    grant = {"owner": cmd.worker_id, "token": conn.token + 1, "expires_at_ms": now + cmd.lease_ms}
+    if status is LeaseStatus.EXPIRED:
+        return [
+            LeaseTakenOver(
+                **v.next(),
+                **grant,
+                previous_owner=conn.owner,
+                previous_token=conn.token,
+                previous_expires_at_ms=conn.expires_at_ms,
+            )
+        ]
+    return [LeaseAcquired(**v.next(), **grant)]
+
+
+@_handles(Renew)
+def _renew(state: Connection | None, cmd: Renew, v: _Versions) -> list[Event]:
+    _positive("lease_ms", cmd.lease_ms)
+    conn = _existing(state, cmd.connection_id)
+    now = v.common["at_ms"]
+    if not conn.is_held_by(cmd.worker_id, cmd.token, now):
+        raise LeaseLost(_why_lost(conn, cmd.worker_id, cmd.token, now))
+    events: list[Event] = [
+        LeaseRenewed(
+            **v.next(),
+            owner=cmd.worker_id,
+            token=cmd.token,
+            # A renew never shortens a lease, even if asked for a shorter one.
+            expires_at_ms=max(conn.expires_at_ms, now + cmd.lease_ms),
+        )
+    ]
+    events += _checkpoint(conn, cmd.checkpoint_seq, v)
+    return events
+
+
+@_handles(Release)
+def _release(state: Connection | None, cmd: Release, v: _Versions) -> list[Event]:
+    conn = _owned(state, cmd.connection_id, cmd.worker_id, cmd.token, v)
+    return [
+        *_checkpoint(conn, cmd.checkpoint_seq, v),
+        LeaseReleased(**v.next(), owner=cmd.worker_id, token=cmd.token),
+    ]
+
+
+@_handles(EndStream)
+def _end_stream(state: Connection | None, cmd: EndStream, v: _Versions) -> list[Event]:
+    conn = _owned(state, cmd.connection_id, cmd.worker_id, cmd.token, v)
+    events = _checkpoint(conn, cmd.checkpoint_seq, v)
+    if conn.desired_state is DesiredState.STARTED:
+        events.append(StreamEnded(**v.next(), owner=cmd.worker_id, token=cmd.token))
+    events.append(LeaseReleased(**v.next(), owner=cmd.worker_id, token=cmd.token))
+    return events
+
+
+@_handles(ReportUpstreamFailure)
+def _upstream_failed(
+    state: Connection | None, cmd: ReportUpstreamFailure, v: _Versions
+) -> list[Event]:
+    conn = _owned(state, cmd.connection_id, cmd.worker_id, cmd.token, v)
+    events = _checkpoint(conn, cmd.checkpoint_seq, v)
+    progressed = bool(events)  # progress during this lease means the upstream did work
+    events.append(
+        UpstreamFailed(
+            **v.next(),
+            owner=cmd.worker_id,
+            token=cmd.token,
+            failures=1 if progressed else conn.failures + 1,
+            not_before_ms=cmd.not_before_ms,
+            reason=cmd.reason[:500],
+        )
+    )
+    events.append(LeaseReleased(**v.next(), owner=cmd.worker_id, token=cmd.token))
+    return events
+
+
+def _owned(
+    state: Connection | None, connection_id: str, worker_id: str, token: int, v: _Versions
+) -> Connection:
+    """Release-like commands need owner and token to match; an expired lease that nobody took
+    over may still be released by its owner (it frees the connection sooner)."""
+    conn = _existing(state, connection_id)
+    if conn.owner != worker_id or conn.token != token:
+        raise LeaseLost(_why_lost(conn, worker_id, token, v.common["at_ms"]))
+    return conn
+
+
+def _checkpoint(conn: Connection, seq: int, v: _Versions) -> list[Event]:
+    if seq < conn.checkpoint_seq:
+        raise CheckpointRegressed(
+            f"checkpoint {seq} of {conn.connection_id!r} is behind the stored {conn.checkpoint_seq}"
+        )
+    if seq == conn.checkpoint_seq:
+        return []
+    return [Checkpointed(**v.next(), seq=seq)]
+
+
+def _why_lost(conn: Connection, worker_id: str, token: int, now_ms: int) -> str:
+    if conn.token != token and conn.owner not in ("", worker_id):
+        return (
+            f"lease on {conn.connection_id!r} was taken over by {conn.owner!r} "
+            f"(token {conn.token}, yours {token})"
+        )
+    if conn.owner != worker_id or conn.token != token:
+        return f"{worker_id!r} no longer holds token {token} on {conn.connection_id!r}"
+    return f"lease on {conn.connection_id!r} expired {now_ms - conn.expires_at_ms} ms ago"
+
+
+def _positive(name: str, value: int) -> None:
+    if value <= 0:
+        raise InvalidCommand(f"{name} must be positive, got {value}")

@@ -1,0 +1,107 @@
+"""Events: what happened to a connection. Past tense, immutable, versioned per connection.
+
+`version` is the connection's version after the event; `at_ms` is the decision's `now`.
+"""
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class Event:
+    connection_id: str
+    version: int
+    at_ms: int
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionStarted(Event):
+    ws_url: str
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionRestarted(Event):
+    """START after STOP: the connection is wanted again and keeps its checkpoint."""
+
+    ws_url: str
+
+
+@attrs.frozen(kw_only=True)
+class StopRequested(Event):
+    pass
+
+
+@attrs.frozen(kw_only=True)
+class LeaseAcquired(Event):
+    """A lease granted on a connection that was never leased or was released cleanly."""
+
+    owner: str
+    token: int
+    expires_at_ms: int
+
+
+@attrs.frozen(kw_only=True)
+class LeaseTakenOver(Event):
+    """A lease granted because the previous owner's lease expired without a release."""
+
+    owner: str
+    token: int
+    expires_at_ms: int
+    previous_owner: str
+    previous_token: int
+    previous_expires_at_ms: int
+
+
+@attrs.frozen(kw_only=True)
+class LeaseRenewed(Event):
+    owner: str
+    token: int
+    expires_at_ms: int
+
+
+@attrs.frozen(kw_only=True)
+class Checkpointed(Event):
+    """Every message up to `seq` is durably stored; progress also clears upstream failures."""
+
+    seq: int
+
+
+@attrs.frozen(kw_only=True)
+class LeaseReleased(Event):
+    owner: str
+    token: int
+
+
+@attrs.frozen(kw_only=True)
+class StreamEnded(Event):
+    """The upstream finished the stream normally; the connection is now STOPPED."""
+
+    owner: str
+    token: int
+
+
+@attrs.frozen(kw_only=True)
+class UpstreamFailed(Event):
+    owner: str
+    token: int
+    failures: int
+    not_before_ms: int
+    reason: str
+
+
+# Events that change who owns a connection or whether it is wanted. Stores append these to the
+# ownership log; renewals and checkpoints only touch the current state (one per heartbeat would
+# multiply the log's write cost by the heartbeat rate for no extra explanatory power).
+OWNERSHIP_EVENTS: tuple[type[Event], ...] = (
+    ConnectionStarted,
+    ConnectionRestarted,
+    StopRequested,
+    LeaseAcquired,
+    LeaseTakenOver,
+    LeaseReleased,
+    StreamEnded,
+    UpstreamFailed,
+)
+
+
+def is_ownership_event(event: Event) -> bool:
+    return isinstance(event, OWNERSHIP_EVENTS)

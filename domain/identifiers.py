@@ -1,0 +1,40 @@
+"""Validation of the values that cross into the domain from the outside world."""
+
+import re
+from urllib.parse import urlsplit
+
+from domain.errors import InvalidCommand
+
+# Safe in a DynamoDB key, a URL path, a file name and a log line; long enough for UUIDs and
+# meeting ids with a prefix.
+CONNECTION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+CONNECTION_ID_RULE = "1-128 characters from A-Z a-z 0-9 . _ : - , starting with a letter or digit"
+MAX_URL_LENGTH = 2048
+WS_SCHEMES = ("ws", "wss")
+
+
+def validate_connection_id(connection_id: str) -> str:
+    if not CONNECTION_ID_PATTERN.match(connection_id):
+        raise InvalidCommand(
+            f"invalid connection id {connection_id[:64]!r}: expected {CONNECTION_ID_RULE}"
+        )
+    return connection_id
+
+
+def validate_ws_url(ws_url: str) -> str:
+    if len(ws_url) > MAX_URL_LENGTH:
+        raise InvalidCommand(f"ws_url is longer than {MAX_URL_LENGTH} characters")
+    parts = urlsplit(ws_url)
+    if parts.scheme not in WS_SCHEMES:
+        raise InvalidCommand(
+            f"ws_url must start with ws:// or wss://, got scheme {parts.scheme or '(none)'!r}"
+        )
+    if not parts.hostname:
+        raise InvalidCommand("ws_url has no host")
+    return ws_url
+
+
+def validate_worker_id(worker_id: str) -> str:
+    if not worker_id or len(worker_id) > 256:
+        raise InvalidCommand("worker id must be 1-256 characters")
+    return worker_id
