@@ -1,0 +1,71 @@
+"""Worker timings and limits, validated once. Defaults follow the article (lease 20 s,
+heartbeat 5 s, desired-state check 10 s) except where noted in docs/decisions.md."""
+
+from typing import Any
+
+import attrs
+
+from application.errors import ConfigurationError
+
+
+def _positive(instance: object, attribute: "attrs.Attribute[Any]", value: float) -> None:
+    if value <= 0:
+        raise ConfigurationError(f"{attribute.name} must be positive, got {value}")
+
+
+@attrs.frozen
+class WorkerConfig:
+    lease_ms: int = attrs.field(default=20_000, validator=_positive)
+    heartbeat_interval_s: float = attrs.field(default=5.0, validator=_positive)
+    # Stop renewing (and reading) this long before the lease ends, so that a worker whose
+    # clock runs slow or whose renewals are stuck never overlaps with a new owner.
+    self_fence_margin_ms: int = attrs.field(default=2_000, validator=_positive)
+    desired_state_interval_s: float = attrs.field(default=10.0, validator=_positive)
+    # Reconciliation wakes when the next lease can expire (the store says when), and at least
+    # this often; jitter keeps the fleet from querying in lock-step.
+    reconcile_interval_s: float = attrs.field(default=60.0, validator=_positive)
+    reconcile_jitter_s: float = attrs.field(default=0.25, validator=attrs.validators.ge(0))
+    reconcile_page_size: int = attrs.field(default=100, validator=_positive)
+    max_connections: int = attrs.field(default=100, validator=_positive)
+    poll_wait_s: float = attrs.field(default=20.0, validator=_positive)
+    poll_batch: int = attrs.field(default=10, validator=attrs.validators.in_(range(1, 11)))
+    capacity_pause_s: float = attrs.field(default=5.0, validator=_positive)
+    shutdown_budget_s: float = attrs.field(default=20.0, validator=_positive)
+    # Upstream reconnects while holding the lease: capped, jittered exponential back-off.
+    reconnect_base_s: float = attrs.field(default=0.5, validator=_positive)
+    reconnect_max_s: float = attrs.field(default=15.0, validator=_positive)
+    reconnect_attempts: int = attrs.field(default=6, validator=_positive)
+    # After giving up, nobody retries the connection before this back-off (grows per failure).
+    poison_backoff_base_s: float = attrs.field(default=30.0, validator=_positive)
+    poison_backoff_max_s: float = attrs.field(default=900.0, validator=_positive)
+    ingest_buffer_messages: int = attrs.field(default=1_000, validator=_positive)
+    ingest_flush_interval_s: float = attrs.field(default=0.2, validator=_positive)
+    metrics_interval_s: float = attrs.field(default=30.0, validator=_positive)
+
+    def __attrs_post_init__(self) -> None:
+        if self.heartbeat_interval_s * 1000 >= self.lease_ms - self.self_fence_margin_ms:
+            raise ConfigurationError(
+                "heartbeat_interval_s must be shorter than the lease minus the self-fence margin "
+                f"({self.heartbeat_interval_s}s vs {self.lease_ms - self.self_fence_margin_ms}ms)"
+            )
+
+    def scaled(self, factor: float) -> "WorkerConfig":
+        """The same shape at another speed (tests and benchmarks run at 1/10 or faster)."""
+        return attrs.evolve(
+            self,
+            lease_ms=int(self.lease_ms * factor),
+            heartbeat_interval_s=self.heartbeat_interval_s * factor,
+            self_fence_margin_ms=max(1, int(self.self_fence_margin_ms * factor)),
+            desired_state_interval_s=self.desired_state_interval_s * factor,
+            reconcile_interval_s=self.reconcile_interval_s * factor,
+            reconcile_jitter_s=self.reconcile_jitter_s * factor,
+            poll_wait_s=self.poll_wait_s * factor,
+            capacity_pause_s=self.capacity_pause_s * factor,
+            shutdown_budget_s=self.shutdown_budget_s * factor,
+            reconnect_base_s=self.reconnect_base_s * factor,
+            reconnect_max_s=self.reconnect_max_s * factor,
+            poison_backoff_base_s=self.poison_backoff_base_s * factor,
+            poison_backoff_max_s=self.poison_backoff_max_s * factor,
+            ingest_flush_interval_s=self.ingest_flush_interval_s * factor,
+            metrics_interval_s=self.metrics_interval_s * factor,
+        )
