@@ -2,24 +2,26 @@
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 from application.ports import Clock
 
+T = TypeVar("T")
 
-async def first_completed(*coroutines: Coroutine[Any, Any, Any]) -> None:
-    """Run the coroutines until any one returns or raises; cancel and await the rest.
-    The first one's exception, if any, is re-raised."""
+
+async def first_completed(*coroutines: Coroutine[Any, Any, T]) -> T:
+    """Run the coroutines until any one returns or raises; cancel and await all the others.
+    Returns the first one's result (the earliest given, if several finish together) or
+    re-raises its exception. If the caller is cancelled, every coroutine is cancelled too."""
     tasks = [asyncio.ensure_future(c) for c in coroutines]
     try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    for task in done:
-        if not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+    first = next(t for t in tasks if t.done() and not t.cancelled())
+    return first.result()
 
 
 async def wait_or_timeout(event: asyncio.Event, clock: Clock, timeout_s: float) -> bool:
@@ -28,5 +30,9 @@ async def wait_or_timeout(event: asyncio.Event, clock: Clock, timeout_s: float) 
         return True
     if timeout_s <= 0:
         return False
-    await first_completed(event.wait(), clock.sleep(timeout_s))
+
+    async def wait_event() -> None:
+        await event.wait()
+
+    await first_completed(wait_event(), clock.sleep(timeout_s))
     return event.is_set()

@@ -1,0 +1,123 @@
+"""The worker's fleet-facing loops: queue polling, orphan reconciliation, desired-state checks
+and metrics. Each loop logs and counts a failed iteration and carries on; none blocks."""
+
+import logging
+import random
+
+from application.errors import ApplicationError
+from application.ports.metrics import (
+    ACTIVE_CONNECTIONS,
+    MALFORMED_HINTS,
+    ORPHANS_FOUND,
+    STORE_ERRORS,
+)
+from application.worker.context import WorkerContext
+from application.worker.session import SessionEnd
+from application.worker.sessions import Sessions
+from domain import NO_OWNER, DesiredState
+
+log = logging.getLogger(__name__)
+
+
+class Heartbeats:
+    """When each loop last completed an iteration (monotonic seconds), for the health check."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, float] = {}
+        self.store_reached: float | None = None
+
+
+async def poll_queue(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -> None:
+    """Hints from the queue: take each connection (lease first), delete the hint either way."""
+    cfg = ctx.config
+    while True:
+        beats.last["poll"] = ctx.clock.monotonic()
+        if sessions.free <= 0:
+            await ctx.clock.sleep(cfg.capacity_pause_s)
+            continue
+        try:
+            deliveries = await ctx.queue.receive(
+                min(cfg.poll_batch, sessions.free), cfg.poll_wait_s
+            )
+            done: list[str] = []
+            for delivery in deliveries:
+                if delivery.connection_id is None:
+                    ctx.metrics.count(MALFORMED_HINTS)
+                    log.warning("dropping malformed hint: %s", delivery.problem)
+                elif delivery.connection_id not in sessions:
+                    await sessions.take(delivery.connection_id)
+                    beats.store_reached = ctx.clock.monotonic()
+                done.append(delivery.receipt)
+            if done:
+                await ctx.queue.delete(done)
+        except ApplicationError as exc:
+            ctx.metrics.count(STORE_ERRORS)
+            log.warning("queue polling failed: %s", exc)
+            await ctx.clock.sleep(cfg.capacity_pause_s)
+
+
+async def reconcile(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -> None:
+    """Find every orphan (all pages) and take what capacity allows. Wake when the next lease
+    can expire, so a crashed worker's connections move about one lease after its last renew,
+    not a whole reconcile interval later; jitter spreads the fleet."""
+    cfg = ctx.config
+    rng: random.Random = ctx.rng
+    delay = rng.random() * cfg.reconcile_jitter_s
+    while True:
+        await ctx.clock.sleep(delay)
+        beats.last["reconcile"] = ctx.clock.monotonic()
+        try:
+            now = ctx.clock.now_ms()
+            await _take_orphans(ctx, sessions, now)
+            next_at = await ctx.store.next_available_at(ctx.clock.now_ms())
+            beats.store_reached = ctx.clock.monotonic()
+            delay = cfg.reconcile_interval_s
+            if next_at is not None:
+                delay = min(delay, (next_at - ctx.clock.now_ms() + 1) / 1000)
+            delay = max(delay, 0.01) + rng.random() * cfg.reconcile_jitter_s
+        except ApplicationError as exc:
+            ctx.metrics.count(STORE_ERRORS)
+            log.warning("reconciliation failed: %s", exc)
+            delay = cfg.heartbeat_interval_s
+
+
+async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> None:
+    found = 0
+    async for page in ctx.store.iter_orphans(now_ms, ctx.config.reconcile_page_size):
+        found += len(page)
+        # Shuffled, so racing workers mostly try different orphans first.
+        for orphan in ctx.rng.sample(list(page), len(page)):
+            if sessions.free <= 0:
+                break
+            if orphan.connection_id not in sessions:
+                await sessions.take(orphan.connection_id, expired_owner=orphan.owner != NO_OWNER)
+    ctx.metrics.gauge(ORPHANS_FOUND, found)
+
+
+async def watch_desired_states(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -> None:
+    """One batched read for all owned connections per interval; STOPPED ones are ended."""
+    while True:
+        await ctx.clock.sleep(ctx.config.desired_state_interval_s)
+        beats.last["desired_state"] = ctx.clock.monotonic()
+        ids = [s.connection_id for s in sessions]
+        if not ids:
+            continue
+        try:
+            states = await ctx.store.desired_states(ids)
+            beats.store_reached = ctx.clock.monotonic()
+        except ApplicationError as exc:
+            ctx.metrics.count(STORE_ERRORS)
+            log.warning("desired-state check failed: %s", exc)
+            continue
+        for cid in ids:
+            if states.get(cid) is not DesiredState.STARTED:
+                log.info("STOP seen, closing", extra=ctx.log_extra(cid))
+                sessions.stop(cid, SessionEnd.STOPPED)
+
+
+async def publish_metrics(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -> None:
+    while True:
+        ctx.metrics.gauge(ACTIVE_CONNECTIONS, len(sessions))
+        await ctx.metrics.flush()
+        beats.last["metrics"] = ctx.clock.monotonic()
+        await ctx.clock.sleep(ctx.config.metrics_interval_s)

@@ -1,0 +1,175 @@
+"""ConnectionSession: everything one worker does for one connection it owns.
+
+Four loops run side by side — heartbeat, the self-fence watchdog, the upstream stream and the
+batch flusher — plus a stop signal (STOP seen, or shutdown). The first one to finish ends them
+all (the article's asyncio.gather kept streaming after a lost lease or a STOP); then `finish`
+always runs: it drains what was received, while the lease is still trusted, and hands the
+connection back in the way the ending calls for.
+"""
+
+import asyncio
+import contextlib
+import enum
+import logging
+
+from application.aio import first_completed
+from application.errors import StoreUnavailable, UpstreamRejected, UpstreamUnavailable
+from application.ports.metrics import (
+    SELF_FENCES,
+    UPSTREAM_GIVE_UPS,
+    UPSTREAM_RECONNECTS,
+)
+from application.worker.backoff import Backoff
+from application.worker.context import WorkerContext
+from application.worker.ingest import Fenced, IngestBuffer
+from application.worker.lease_keeper import LeaseKeeper
+from domain import Connection, DomainError, LeaseLost
+
+log = logging.getLogger(__name__)
+
+
+class SessionEnd(enum.Enum):
+    STOPPED = "STOPPED"  # desired state went to STOPPED (or the item vanished)
+    SHUTDOWN = "SHUTDOWN"  # this worker is leaving: hand over
+    STREAM_ENDED = "STREAM_ENDED"  # the upstream finished normally
+    UPSTREAM_FAILED = "UPSTREAM_FAILED"  # the upstream kept failing: back off fleet-wide
+    LEASE_LOST = "LEASE_LOST"  # another owner, or our lease can no longer be trusted
+    ERROR = "ERROR"  # a bug or an unexpected failure: release so another worker tries
+
+
+class ConnectionSession:
+    def __init__(self, ctx: WorkerContext, acquired: Connection, acquire_started: float) -> None:
+        self._ctx = ctx
+        self.connection_id = acquired.connection_id
+        self.ws_url = acquired.ws_url
+        self.failures = acquired.failures
+        self._acquired_checkpoint = acquired.checkpoint_seq
+        self.lease = LeaseKeeper(ctx, acquired, acquire_started)
+        self.ingest = IngestBuffer(ctx, self.lease, acquired.checkpoint_seq)
+        self._stop = asyncio.Event()
+        self._stop_reason = SessionEnd.SHUTDOWN
+        self._reconnect = Backoff(ctx.config.reconnect_base_s, ctx.config.reconnect_max_s, ctx.rng)
+        self.end: SessionEnd | None = None
+        self.upstream_open = False  # true while an upstream stream is open (for status/tests)
+
+    @property
+    def token(self) -> int:
+        return self.lease.token
+
+    def request_stop(self, reason: SessionEnd) -> None:
+        if not self._stop.is_set():
+            self._stop_reason = reason
+            self._stop.set()
+
+    async def run(self) -> SessionEnd:
+        try:
+            end = await first_completed(
+                self._heartbeat(),
+                self._fence_watch(),
+                self._stream(),
+                self._flush(),
+                self._wait_stop(),
+            )
+        except Exception:
+            log.exception("session failed", extra=self._extra())
+            end = SessionEnd.ERROR
+        self.end = end
+        await self._finish(end)
+        return end
+
+    async def _wait_stop(self) -> SessionEnd:
+        await self._stop.wait()
+        return self._stop_reason
+
+    async def _heartbeat(self) -> SessionEnd:
+        while True:
+            await self._ctx.clock.sleep(self._ctx.config.heartbeat_interval_s)
+            if not await self.lease.renew(self.ingest.checkpoint):
+                return SessionEnd.LEASE_LOST
+
+    async def _fence_watch(self) -> SessionEnd:
+        while self.lease.valid():
+            await self._ctx.clock.sleep(max(0.001, self.lease.remaining_s()))
+        if self.lease.lost_to is None:
+            self._ctx.metrics.count(SELF_FENCES)
+            log.warning("lease no longer trusted: self-fencing", extra=self._extra())
+        return SessionEnd.LEASE_LOST
+
+    async def _flush(self) -> SessionEnd:
+        with contextlib.suppress(Fenced):
+            await self.ingest.run_flusher()
+        return SessionEnd.LEASE_LOST
+
+    async def _stream(self) -> SessionEnd:
+        ctx = self._ctx
+        attempts = 0  # consecutive failures without a message received
+        while True:
+            try:
+                await ctx.url_policy.check(self.ws_url)  # again: DNS may have changed
+                async with ctx.upstream.open(self.ws_url, self.ingest.next_seq) as stream:
+                    self.upstream_open = True
+                    try:
+                        async for message in stream.messages():
+                            seq = message.seq if message.seq is not None else self.ingest.next_seq
+                            if seq < self.ingest.next_seq:
+                                continue  # replayed twice by the upstream: already have it
+                            await self.ingest.put(seq, message.data)
+                            attempts = 0
+                    finally:
+                        self.upstream_open = False
+                return SessionEnd.STREAM_ENDED
+            except Fenced:
+                return SessionEnd.LEASE_LOST
+            except UpstreamRejected as exc:
+                log.warning("upstream rejected: %s", exc, extra=self._extra())
+                return SessionEnd.UPSTREAM_FAILED
+            except UpstreamUnavailable as exc:
+                attempts += 1
+                if attempts >= ctx.config.reconnect_attempts:
+                    log.warning("upstream failed %d times: %s", attempts, exc, extra=self._extra())
+                    return SessionEnd.UPSTREAM_FAILED
+                ctx.metrics.count(UPSTREAM_RECONNECTS)
+                log.info("upstream dropped, reconnecting: %s", exc, extra=self._extra())
+                await ctx.clock.sleep(self._reconnect.delay(attempts))
+
+    async def _finish(self, end: SessionEnd) -> None:
+        """Drain, then hand back. Store hiccups are retried while the budget lasts."""
+        if self.lease.lost_to is not None:
+            return  # someone else owns it now: nothing of ours to write
+        # Once not trusted, nothing more is written: the new owner resumes from our checkpoint.
+        with contextlib.suppress(Fenced):
+            await self.ingest.drain()
+        for attempt in range(1, 4):
+            try:
+                await self._hand_back(end)
+                return
+            except LeaseLost:
+                return
+            except (StoreUnavailable, DomainError) as exc:
+                log.warning("hand-back attempt %d failed: %s", attempt, exc, extra=self._extra())
+                await self._ctx.clock.sleep(0.1 * attempt)
+
+    async def _hand_back(self, end: SessionEnd) -> None:
+        ctx, lease = self._ctx, self.lease
+        args = (self.connection_id, ctx.worker_id, lease.token, self.ingest.checkpoint)
+        if end is SessionEnd.STREAM_ENDED:
+            await ctx.store.end_stream(*args, ctx.clock.now_ms())
+        elif end is SessionEnd.UPSTREAM_FAILED:
+            ctx.metrics.count(UPSTREAM_GIVE_UPS)
+            now = ctx.clock.now_ms()
+            # Mirrors the domain: progress during this lease restarts the count at one.
+            progressed = self.ingest.checkpoint > self._acquired_checkpoint
+            failures = 1 if progressed else self.failures + 1
+            backoff = Backoff(
+                ctx.config.poison_backoff_base_s, ctx.config.poison_backoff_max_s, ctx.rng
+            )
+            delay_s = backoff.delay(failures)
+            await ctx.store.report_upstream_failure(
+                *args, now + int(delay_s * 1000), "upstream kept failing", now
+            )
+        else:
+            await ctx.store.release(*args, ctx.clock.now_ms())
+        log.info("lease handed back (%s)", end.value, extra=self._extra())
+
+    def _extra(self) -> dict[str, object]:
+        return self._ctx.log_extra(self.connection_id, self.lease.token)

@@ -1,0 +1,175 @@
+"""Worker: one process's share of the fleet. Runs the loops, owns every task, shuts down
+gracefully: sessions end concurrently, leases are released with their final checkpoints, and
+each released connection is hinted on the queue so another worker takes it within about a
+second instead of at its next reconciliation."""
+
+import asyncio
+import logging
+import random
+
+import attrs
+
+from application.aio import first_completed
+from application.config import WorkerConfig
+from application.errors import ApplicationError
+from application.ports import (
+    Clock,
+    ConnectionStore,
+    MessageSink,
+    Metrics,
+    NotificationQueue,
+    UpstreamConnector,
+)
+from application.url_policy import UrlPolicy
+from application.worker.context import WorkerContext
+from application.worker.loops import (
+    Heartbeats,
+    poll_queue,
+    publish_metrics,
+    reconcile,
+    watch_desired_states,
+)
+from application.worker.session import SessionEnd
+from application.worker.sessions import Sessions
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class SessionView:
+    connection_id: str
+    token: int
+    lease_remaining_ms: int
+    checkpoint_seq: int
+    upstream_open: bool
+
+
+@attrs.frozen
+class WorkerHealth:
+    healthy: bool
+    loops_alive: dict[str, bool]
+    store_reached_age_s: float | None
+    active_connections: int
+    connections: list[SessionView]
+
+
+class Worker:
+    def __init__(
+        self,
+        *,
+        worker_id: str,
+        config: WorkerConfig,
+        store: ConnectionStore,
+        queue: NotificationQueue,
+        upstream: UpstreamConnector,
+        sink: MessageSink,
+        metrics: Metrics,
+        clock: Clock,
+        url_policy: UrlPolicy,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.ctx = WorkerContext(
+            worker_id=worker_id,
+            config=config,
+            store=store,
+            queue=queue,
+            upstream=upstream,
+            sink=sink,
+            metrics=metrics,
+            clock=clock,
+            url_policy=url_policy,
+            rng=rng or random.Random(),
+        )
+        self.sessions = Sessions(self.ctx)
+        self._beats = Heartbeats()
+        self._loops: dict[str, asyncio.Task[None]] = {}
+        self._shutdown = asyncio.Event()
+        self._started = self.ctx.clock.monotonic()
+
+    @property
+    def worker_id(self) -> str:
+        return self.ctx.worker_id
+
+    def request_shutdown(self) -> None:
+        self._shutdown.set()
+
+    async def run(self) -> None:
+        ctx = self.ctx
+        log.info("worker starting", extra={"worker_id": ctx.worker_id})
+        for name, loop in (
+            ("poll", poll_queue),
+            ("reconcile", reconcile),
+            ("desired_state", watch_desired_states),
+            ("metrics", publish_metrics),
+        ):
+            self._loops[name] = asyncio.create_task(
+                loop(ctx, self.sessions, self._beats), name=f"{name}:{ctx.worker_id}"
+            )
+        try:
+            await self._shutdown.wait()
+            await self._graceful_shutdown()
+        finally:
+            await self._cancel_loops()
+            await self.sessions.cancel_all()
+
+    async def _graceful_shutdown(self) -> None:
+        ctx = self.ctx
+        began = ctx.clock.monotonic()
+        log.info(
+            "shutting down: handing over %d connections",
+            len(self.sessions),
+            extra={"worker_id": ctx.worker_id},
+        )
+        await self._cancel_loops()  # take nothing new
+        # Most of the budget for draining and releasing; the rest for hints and metrics.
+        await self.sessions.stop_all(SessionEnd.SHUTDOWN, ctx.config.shutdown_budget_s * 0.8)
+        handed = list(self.sessions.handed_over)
+        if handed:
+            try:
+                await first_completed(
+                    ctx.queue.send(handed), ctx.clock.sleep(ctx.config.shutdown_budget_s * 0.1)
+                )
+            except ApplicationError as exc:
+                log.warning("handoff hints not sent (reconciliation will find them): %s", exc)
+        await first_completed(ctx.metrics.flush(), ctx.clock.sleep(1.0))  # never raises
+        log.info(
+            "shutdown complete: %d connections handed over in %.2fs",
+            len(handed),
+            ctx.clock.monotonic() - began,
+            extra={"worker_id": ctx.worker_id},
+        )
+
+    async def _cancel_loops(self) -> None:
+        for task in self._loops.values():
+            task.cancel()
+        await asyncio.gather(*self._loops.values(), return_exceptions=True)
+
+    def health(self) -> WorkerHealth:
+        ctx = self.ctx
+        now_mono = ctx.clock.monotonic()
+        loops_alive = {name: not task.done() for name, task in self._loops.items()}
+        reached = self._beats.store_reached
+        # Renewals also prove the store is reachable: any session renewed recently counts.
+        sessions = list(self.sessions)
+        views = [
+            SessionView(
+                connection_id=s.connection_id,
+                token=s.token,
+                lease_remaining_ms=max(0, int(s.lease.remaining_s() * 1000)),
+                checkpoint_seq=s.ingest.checkpoint,
+                upstream_open=s.upstream_open,
+            )
+            for s in sessions
+        ]
+        age = None if reached is None else now_mono - reached
+        lease_s = ctx.config.lease_ms / 1000
+        recently = age is not None and age < 2 * max(lease_s, ctx.config.reconcile_interval_s)
+        young = now_mono - self._started < 2 * lease_s
+        healthy = bool(loops_alive) and all(loops_alive.values()) and (recently or young)
+        return WorkerHealth(
+            healthy=healthy,
+            loops_alive=loops_alive,
+            store_reached_age_s=age,
+            active_connections=len(sessions),
+            connections=views,
+        )
