@@ -1,0 +1,207 @@
+"""SqliteDatabase: one sqlite3 connection owned by one worker thread, for asyncio callers.
+
+sqlite3 calls block (disk I/O, and up to `busy_timeout_s` waiting for another process's write
+lock), so every call runs on a single-thread executor and the event loop never waits on them.
+One thread for the connection's whole life also satisfies sqlite3's same-thread check, and
+calls run in the order they were submitted.
+
+Sharing one file between processes: WAL mode lets readers run beside the single writer; every
+write transaction starts with BEGIN IMMEDIATE, which takes the write lock up front (waiting up
+to busy_timeout). A deferred transaction that upgrades from read to write can fail with
+SQLITE_BUSY at once, without waiting, which is why writes never use one.
+"""
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from application.errors import ApplicationError, ConfigurationError
+
+T = TypeVar("T")
+
+SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+# Result codes that mean "not now" rather than "wrong": the lock stayed taken past
+# busy_timeout, or the disk or file system failed. Callers see the port's Unavailable error.
+_UNAVAILABLE_CODES = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_PROTOCOL,
+    }
+)
+# Result codes that, when opening, mean the file itself cannot be used as configured.
+_UNUSABLE_FILE_CODES = frozenset(
+    {
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_PERM,
+        sqlite3.SQLITE_NOTADB,
+        sqlite3.SQLITE_AUTH,
+    }
+)
+
+
+class SqliteDatabase:
+    """Create with `await SqliteDatabase.open(...)`; `close()` when done."""
+
+    def __init__(
+        self, path: Path, executor: ThreadPoolExecutor, unavailable: type[ApplicationError]
+    ) -> None:
+        self.path = path
+        self._executor = executor
+        self._unavailable = unavailable
+        self._conn: sqlite3.Connection | None = None  # touched only by the executor's thread
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        schema: str,
+        unavailable: type[ApplicationError],
+        busy_timeout_s: float = 5.0,
+        synchronous: str = "FULL",
+        name: str = "sqlite",
+    ) -> "SqliteDatabase":
+        """Open (creating if needed) the database file in WAL mode and ensure `schema`.
+
+        Raises ConfigurationError naming the path when the directory is missing or not
+        writable, the file is not a database, or a setting is invalid; `unavailable` when the
+        file stays locked past `busy_timeout_s` or the disk fails."""
+        if synchronous.upper() not in SYNCHRONOUS_LEVELS:
+            raise ConfigurationError(
+                f"SQLite synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, "
+                f"got {synchronous!r}"
+            )
+        if busy_timeout_s <= 0:
+            raise ConfigurationError(f"SQLite busy timeout must be positive, got {busy_timeout_s}")
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"wsfleet-{name}")
+        db = cls(Path(path), executor, unavailable)
+        try:
+            await db._call(lambda: db._connect(schema, busy_timeout_s, synchronous.upper()))
+        except BaseException:
+            # Also on cancellation: the queued close runs after the connect, then the thread ends.
+            db._closed = True
+            executor.submit(db._close_in_thread)
+            executor.shutdown(wait=False)
+            raise
+        return db
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` in one read transaction: its statements see one consistent snapshot."""
+        return await self._call(lambda: self._transaction("BEGIN", fn))
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` in one BEGIN IMMEDIATE transaction, committed if `fn` returns and rolled
+        back if it raises. The write lock is held from the first statement, so nothing `fn`
+        reads can change before it commits."""
+        return await self._call(lambda: self._transaction("BEGIN IMMEDIATE", fn))
+
+    async def close(self) -> None:
+        """Close the connection after the calls already queued; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._close_in_thread)
+        finally:
+            # The close job has run (or is queued and will run first); the idle thread then ends.
+            self._executor.shutdown(wait=False)
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        if self._closed:
+            raise RuntimeError(f"SQLite database {self.path} is closed")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF in _UNAVAILABLE_CODES:
+                raise self._unavailable(f"SQLite database {self.path}: {exc}") from exc
+            raise
+
+    # Everything below runs on the executor's thread.
+
+    def _transaction(self, begin: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._connection()
+        conn.execute(begin)
+        try:
+            result = fn(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return result
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError(f"SQLite database {self.path} is not open")
+        return self._conn
+
+    def _connect(self, schema: str, busy_timeout_s: float, synchronous: str) -> None:
+        _check_location(self.path)
+        try:
+            # isolation_level=None: no implicit transactions; every BEGIN here is explicit.
+            conn = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ConfigurationError(f"cannot open SQLite database {self.path}: {exc}") from exc
+        try:
+            conn.row_factory = sqlite3.Row
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise ConfigurationError(
+                    f"SQLite database {self.path} cannot use WAL mode (got {mode!r}); "
+                    "put it on a local file system"
+                )
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            self._conn = conn
+            self._transaction("BEGIN IMMEDIATE", lambda c: _execute_script(c, schema))
+        except sqlite3.DatabaseError as exc:
+            self._conn = None
+            conn.close()
+            if exc.sqlite_errorcode & 0xFF in _UNUSABLE_FILE_CODES:
+                raise ConfigurationError(f"cannot use SQLite database {self.path}: {exc}") from exc
+            raise
+        except BaseException:
+            self._conn = None
+            conn.close()
+            raise
+
+    def _close_in_thread(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _execute_script(conn: sqlite3.Connection, script: str) -> None:
+    # Not executescript(): it would COMMIT the open transaction first.
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _check_location(path: Path) -> None:
+    """Fail with the path in the message, before sqlite3's terse 'unable to open'."""
+    directory = path.absolute().parent
+    if not directory.is_dir():
+        raise ConfigurationError(
+            f"SQLite data directory {directory} does not exist (database {path}); "
+            "create it or choose another data directory"
+        )
+    # WAL mode creates the -wal and -shm files beside the database, so even an existing
+    # database needs a writable directory.
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ConfigurationError(f"SQLite data directory {directory} is not writable")
+    if path.is_dir():
+        raise ConfigurationError(f"SQLite database path {path} is a directory, not a file")
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise ConfigurationError(f"SQLite database {path} is not readable and writable")

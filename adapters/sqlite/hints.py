@@ -1,0 +1,39 @@
+"""The hint body, the same JSON as the SQS queue's: `{"connection_id": "<id>"}`.
+
+Kept here rather than imported from adapters/sqs so that the SQLite adapter does not depend on
+another technology's package; the format is one line and the contract suite checks both.
+"""
+
+import json
+
+from application.ports.queue import Delivery
+from domain import DomainError, validate_connection_id
+
+CONNECTION_ID_FIELD = "connection_id"
+_ECHO_LIMIT = 64  # a malformed body is quoted in the problem, never in full
+
+
+def encode_hint(connection_id: str) -> str:
+    return json.dumps({CONNECTION_ID_FIELD: connection_id}, separators=(",", ":"))
+
+
+def delivery_of(body: str, receipt: str) -> Delivery:
+    """The Delivery for a body; a malformed one gets connection_id=None and the problem."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return _malformed(receipt, f"body is not JSON: {body[:_ECHO_LIMIT]!r}")
+    connection_id = document.get(CONNECTION_ID_FIELD) if isinstance(document, dict) else None
+    if not isinstance(connection_id, str):
+        return _malformed(
+            receipt,
+            f"body is not an object with a string {CONNECTION_ID_FIELD!r}: {body[:_ECHO_LIMIT]!r}",
+        )
+    try:
+        return Delivery(receipt=receipt, connection_id=validate_connection_id(connection_id))
+    except DomainError as exc:
+        return _malformed(receipt, str(exc))
+
+
+def _malformed(receipt: str, problem: str) -> Delivery:
+    return Delivery(receipt=receipt, connection_id=None, problem=problem)

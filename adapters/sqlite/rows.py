@@ -1,0 +1,73 @@
+"""One function maps a connections row to a domain Connection, one maps back; same for events."""
+
+import json
+import sqlite3
+from typing import Any
+
+from domain import Connection, DesiredState, Event, StopReason
+from domain.codec import event_from_dict, event_to_dict
+
+CONNECTION_COLUMNS = (
+    "connection_id",
+    "version",
+    "desired_state",
+    "ws_url",
+    "owner",
+    "token",
+    "expires_at_ms",
+    "checkpoint_seq",
+    "failures",
+    "not_before_ms",
+    "stop_reason",
+    "updated_at_ms",
+    "available_at_ms",
+)
+
+
+def connection_to_row(conn: Connection) -> dict[str, Any]:
+    return {
+        "connection_id": conn.connection_id,
+        "version": conn.version,
+        "desired_state": conn.desired_state.value,
+        "ws_url": conn.ws_url,
+        "owner": conn.owner,
+        "token": conn.token,
+        "expires_at_ms": conn.expires_at_ms,
+        "checkpoint_seq": conn.checkpoint_seq,
+        "failures": conn.failures,
+        "not_before_ms": conn.not_before_ms,
+        "stop_reason": conn.stop_reason.value if conn.stop_reason else None,
+        "updated_at_ms": conn.updated_at_ms,
+        "available_at_ms": conn.available_at_ms,  # derived, stored for the orphan index
+    }
+
+
+def connection_from_row(row: sqlite3.Row) -> Connection:
+    return Connection(
+        connection_id=row["connection_id"],
+        version=row["version"],
+        desired_state=DesiredState(row["desired_state"]),
+        ws_url=row["ws_url"],
+        owner=row["owner"],
+        token=row["token"],
+        expires_at_ms=row["expires_at_ms"],
+        checkpoint_seq=row["checkpoint_seq"],
+        failures=row["failures"],
+        not_before_ms=row["not_before_ms"],
+        stop_reason=StopReason(row["stop_reason"]) if row["stop_reason"] else None,
+        updated_at_ms=row["updated_at_ms"],
+    )
+
+
+def event_to_row(event: Event) -> dict[str, Any]:
+    return {
+        "connection_id": event.connection_id,
+        "version": event.version,
+        "event_type": type(event).__name__,
+        "at_ms": event.at_ms,
+        "body": json.dumps(event_to_dict(event), separators=(",", ":")),
+    }
+
+
+def event_from_row(row: sqlite3.Row) -> Event:
+    return event_from_dict(json.loads(row["body"]))

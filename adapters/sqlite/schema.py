@@ -1,0 +1,60 @@
+"""The SQLite schema, defined once. Every statement is idempotent (IF NOT EXISTS), so any
+number of processes may open a database file at once and each ensures the tables it needs.
+
+connections: one row per connection, the current state (the fold of its events).
+  available_at_ms = max(lease expiry, back-off) is stored so the orphan query is one range
+  scan of the index (desired_state, available_at_ms, connection_id); connection_id is the
+  tiebreak that makes keyset pagination exact.
+connection_events: the ownership log (domain.OWNERSHIP_EVENTS), one row per event, keyed by
+  (connection_id, version); renewals and checkpoints are not logged (as in DynamoDB).
+notifications: the hint queue. visible_at_ms is wall-clock epoch ms (comparable across
+  processes); a received row carries the receipt of its latest delivery.
+"""
+
+CONNECTIONS = "connections"
+EVENTS = "connection_events"
+NOTIFICATIONS = "notifications"
+
+# WITHOUT ROWID: the text primary key is the table's own key, so the secondary index carries
+# connection_id and a lookup by id is one B-tree search.
+STORE_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {CONNECTIONS} (
+    connection_id   TEXT PRIMARY KEY,
+    version         INTEGER NOT NULL,
+    desired_state   TEXT NOT NULL,
+    ws_url          TEXT NOT NULL,
+    owner           TEXT NOT NULL,
+    token           INTEGER NOT NULL,
+    expires_at_ms   INTEGER NOT NULL,
+    checkpoint_seq  INTEGER NOT NULL,
+    failures        INTEGER NOT NULL,
+    not_before_ms   INTEGER NOT NULL,
+    stop_reason     TEXT,
+    updated_at_ms   INTEGER NOT NULL,
+    available_at_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS {CONNECTIONS}_by_availability
+    ON {CONNECTIONS} (desired_state, available_at_ms, connection_id);
+CREATE TABLE IF NOT EXISTS {EVENTS} (
+    connection_id TEXT NOT NULL,
+    version       INTEGER NOT NULL,
+    event_type    TEXT NOT NULL,
+    at_ms         INTEGER NOT NULL,
+    body          TEXT NOT NULL,
+    PRIMARY KEY (connection_id, version)
+) WITHOUT ROWID;
+"""
+
+# AUTOINCREMENT: ids are never reused, so a receipt naming a deleted row's id cannot match a
+# newer message.
+QUEUE_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {NOTIFICATIONS} (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    body          TEXT NOT NULL,
+    sent_at_ms    INTEGER NOT NULL,
+    visible_at_ms INTEGER NOT NULL,
+    receipt       TEXT,
+    receive_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS {NOTIFICATIONS}_by_visibility ON {NOTIFICATIONS} (visible_at_ms);
+"""
