@@ -1,0 +1,1 @@
+"""Metrics on Amazon CloudWatch."""

@@ -1,0 +1,55 @@
+"""The DynamoDB actions each process calls, per table: the single source of truth for IAM.
+
+infra/ grants exactly these (tests/infra compares the Terraform policies with this module), so
+whoever adds a call to an adapter adds its action here, and the infra check says where Terraform
+must follow. IAM authorizes the parts of a call, not the call:
+- TransactWriteItems needs the action of each contained operation on its table
+  (Update -> UpdateItem, Put -> PutItem, ConditionCheck -> ConditionCheckItem);
+- BatchGetItem and BatchWriteItem are actions of their own;
+- a Query on an index needs `dynamodb:Query` on the index ARN (`<table ARN>/index/<name>`).
+"""
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+# Resource keys: the tables by role, and the orphan index of the connections table.
+CONNECTIONS = "connections"
+ORPHAN_INDEX = "connections/orphan-index"
+EVENTS = "events"
+MESSAGES = "messages"
+
+Grants = Mapping[str, tuple[str, ...]]
+
+WORKER: Grants = MappingProxyType(
+    {
+        # get (read back after an unknown outcome), renew and release (UpdateItem), acquire
+        # and the other recorded transitions (transaction: Update here + Put of the event,
+        # ConditionCheck where a transaction only asserts the connection's state), desired-state
+        # checks (BatchGetItem).
+        CONNECTIONS: (
+            "dynamodb:BatchGetItem",
+            "dynamodb:ConditionCheckItem",
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+        ),
+        ORPHAN_INDEX: ("dynamodb:Query",),  # reconciliation and next_available_at
+        EVENTS: ("dynamodb:PutItem",),  # the ownership log, inside the transactions
+        MESSAGES: ("dynamodb:BatchWriteItem",),  # the default message sink
+    }
+)
+
+ROUTER: Grants = MappingProxyType(
+    {
+        # START/STOP: transaction of Update (the connection) + Put (the event); GET: GetItem.
+        CONNECTIONS: ("dynamodb:GetItem", "dynamodb:UpdateItem"),
+        EVENTS: ("dynamodb:PutItem", "dynamodb:Query"),  # Query: a connection's history
+    }
+)
+
+# `wsfleet status --backend aws`, run by people with their own credentials: read-only.
+OPERATOR: Grants = MappingProxyType(
+    {
+        CONNECTIONS: ("dynamodb:GetItem", "dynamodb:Scan"),
+        EVENTS: ("dynamodb:Query",),
+    }
+)
