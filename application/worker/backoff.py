@@ -13,5 +13,5 @@ class Backoff:
 
     def delay(self, attempt: int) -> float:
         """Delay before retry number `attempt` (1-based): uniform in [cap/2, cap]."""
-        cap = min(self.max_s, self.base_s * 2.0 ** max(0, attempt - 1))
+        cap = min(self.max_s, self.base_s * 2.0 ** min(max(0, attempt - 1), 60))
         return cap / 2 + self.rng.random() * cap / 2

@@ -1,0 +1,36 @@
+"""InMemoryMessageSink: messages keyed by (connection, seq), so a rewrite is an overwrite of
+the same message, never a second copy. Counts rewrites and can fail on purpose."""
+
+from collections.abc import Sequence
+
+from application.errors import SinkUnavailable
+from application.ports.sink import StoredMessage
+
+
+class InMemoryMessageSink:
+    def __init__(self, max_batch: int = 25) -> None:
+        self.max_batch = max_batch
+        self.messages: dict[tuple[str, int], StoredMessage] = {}
+        self.writes = 0  # batches written
+        self.rewrites = 0  # messages whose (connection, seq) was already stored
+        self._fail_next = 0
+
+    def fail_next(self, n: int = 1) -> None:
+        """The next n writes raise SinkUnavailable without storing anything."""
+        self._fail_next += n
+
+    async def write(self, messages: Sequence[StoredMessage]) -> None:
+        if len(messages) > self.max_batch:
+            raise ValueError(f"batch of {len(messages)} exceeds max_batch {self.max_batch}")
+        if self._fail_next:
+            self._fail_next -= 1
+            raise SinkUnavailable("injected sink failure")
+        for message in messages:
+            key = (message.connection_id, message.seq)
+            if key in self.messages:
+                self.rewrites += 1
+            self.messages[key] = message
+        self.writes += 1
+
+    def seqs(self, connection_id: str) -> list[int]:
+        return sorted(seq for cid, seq in self.messages if cid == connection_id)

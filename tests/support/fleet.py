@@ -1,0 +1,128 @@
+"""A fleet of real Workers on the in-memory adapters and one virtual clock, for tests that
+live through crashes, handoffs and outages in milliseconds of real time."""
+
+import asyncio
+import random
+from collections.abc import Sequence
+
+import attrs
+
+from adapters.faults.store import FaultInjectingStore
+from adapters.memory.clock import FakeClock
+from adapters.memory.metrics import InMemoryMetrics
+from adapters.memory.queue import InMemoryNotificationQueue
+from adapters.memory.sink import InMemoryMessageSink
+from adapters.memory.store import InMemoryConnectionStore
+from adapters.memory.upstream import FakeUpstream
+from application.config import WorkerConfig
+from application.router import EventRouter
+from application.url_policy import UrlPolicy
+from application.worker.worker import Worker
+
+# The article's defaults, on virtual time: tests are as slow as production, yet finish fast.
+DEFAULT_CONFIG = WorkerConfig()
+
+
+class NoDns:
+    async def resolve(self, host: str) -> Sequence[str]:
+        raise AssertionError("allow_private is set: nothing should be resolved")
+
+
+@attrs.define
+class Member:
+    worker: Worker
+    store: FaultInjectingStore
+    metrics: InMemoryMetrics
+    task: "asyncio.Task[None]"
+
+
+class Fleet:
+    def __init__(self, config: WorkerConfig = DEFAULT_CONFIG, rate_per_s: float = 10.0) -> None:
+        self.config = config
+        self.clock = FakeClock()
+        self.store = InMemoryConnectionStore()
+        self.queue = InMemoryNotificationQueue(self.clock)
+        self.sink = InMemoryMessageSink()
+        self.upstream = FakeUpstream(self.clock, rate_per_s)
+        self.url_policy = UrlPolicy(resolver=NoDns(), allow_private=True)
+        self.router = EventRouter(self.store, self.queue, self.clock, self.url_policy)
+        self.members: dict[str, Member] = {}
+        self._seed = 0
+
+    def add_worker(self, name: str, config: WorkerConfig | None = None) -> Member:
+
+        self._seed += 1
+        store = FaultInjectingStore(self.store, self.clock)
+        metrics = InMemoryMetrics()
+        worker = Worker(
+            worker_id=name,
+            config=config or self.config,
+            store=store,
+            queue=self.queue,
+            upstream=self.upstream,
+            sink=self.sink,
+            metrics=metrics,
+            clock=self.clock,
+            url_policy=self.url_policy,
+            rng=random.Random(self._seed),
+        )
+        task = asyncio.create_task(worker.run(), name=f"worker:{name}")
+        member = Member(worker, store, metrics, task)
+        self.members[name] = member
+        return member
+
+    async def start(self, connection_id: str, url: str | None = None) -> str:
+        url = url or f"ws://upstream.test/stream/{connection_id}"
+        self.upstream.stream(url)  # the live stream exists (and advances) from now on
+        await self.router.start(connection_id, url)
+        return url
+
+    def owner_of(self, connection_id: str) -> str | None:
+        """The worker streaming `connection_id` right now, if exactly one is."""
+        owners = [
+            name
+            for name, m in self.members.items()
+            if not m.task.done()
+            and any(s.connection_id == connection_id and s.upstream_open for s in m.worker.sessions)
+        ]
+        assert len(owners) <= 1, f"{connection_id} streamed by {owners}"
+        return owners[0] if owners else None
+
+    def streamed_by(self, name: str) -> list[str]:
+        return [s.connection_id for s in self.members[name].worker.sessions if s.upstream_open]
+
+    async def crash(self, name: str) -> None:
+        """The process dies: its store calls hang forever and its tasks are cancelled, so no
+        release, no final flush — only what it had already written survives."""
+        member = self.members[name]
+        member.store.severed = True
+        member.task.cancel()
+        await asyncio.gather(member.task, return_exceptions=True)
+
+    async def shutdown(self, name: str, timeout_s: float = 60.0) -> float:
+        """SIGTERM: graceful shutdown; returns the virtual seconds it took."""
+        member = self.members[name]
+        member.worker.request_shutdown()
+        return await self.clock.run_until(member.task.done, timeout_s)
+
+    async def close(self) -> None:
+        for member in self.members.values():
+            member.worker.request_shutdown()
+        for member in self.members.values():
+            if not member.task.done():
+                try:
+                    await self.clock.run_until(member.task.done, 120)
+                except TimeoutError:
+                    member.task.cancel()
+            await asyncio.gather(member.task, return_exceptions=True)
+
+    def peak_subscribers(self) -> dict[str, int]:
+        return {url: s.peak_subscribers for url, s in self.upstream.streams.items()}
+
+    def assert_sink_complete(self, connection_id: str, url: str, upto: int) -> None:
+        """Every seq 1..upto stored exactly once, with the upstream's data."""
+        seqs = self.sink.seqs(connection_id)
+        missing = sorted(set(range(1, upto + 1)) - set(seqs))
+        assert not missing, f"{connection_id}: missing seqs {missing[:20]}"
+        for seq in range(1, upto + 1):
+            assert self.sink.messages[(connection_id, seq)].data == f"{url}#{seq}"

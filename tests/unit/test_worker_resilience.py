@@ -1,0 +1,185 @@
+"""The improvements over the article, each shown by a behaviour that the article lacks."""
+
+from application.config import WorkerConfig
+from domain import DesiredState, LeaseTakenOver, StreamEnded, UpstreamFailed
+from tests.support.fleet import Fleet
+
+
+async def test_worker_cut_off_from_the_store_self_fences_before_anyone_can_take_over(
+    fleet: Fleet,
+) -> None:
+    a = fleet.add_worker("a")
+    await fleet.start("c1")
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    fleet.add_worker("b")
+    await fleet.clock.advance(3)
+
+    a.store.outage = True  # "a" can reach the upstream but not the store
+    closed_after = await fleet.clock.run_until(lambda: fleet.owner_of("c1") is None, 30)
+    state = await fleet.store.get("c1")
+    assert state is not None
+    closed_at_ms = fleet.clock.now_ms()
+
+    assert closed_at_ms < state.expires_at_ms, "closed before the lease could be taken over"
+    assert closed_after <= fleet.config.lease_ms / 1000
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "b", 30)
+    writes_by_a_after = [
+        m
+        for m in fleet.sink.messages.values()
+        if m.worker_id == "a" and m.received_at_ms > closed_at_ms
+    ]
+    assert writes_by_a_after == []
+
+
+async def test_lost_renew_responses_and_outages_shorter_than_the_lease_keep_the_lease(
+    fleet: Fleet,
+) -> None:
+    a = fleet.add_worker("a")
+    fleet.add_worker("b")
+    await fleet.start("c1")
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") is not None, 5)
+    owner = fleet.members[fleet.owner_of("c1") or ""]
+    token = (await fleet.store.get("c1")).token  # type: ignore[union-attr]
+
+    owner.store.fail_next("renew", 2, applied=True)  # writes landed, responses lost
+    await fleet.clock.advance(12)
+    owner.store.outage = True
+    await fleet.clock.advance(4)  # an outage well inside the lease
+    owner.store.outage = False
+    await fleet.clock.advance(20)
+
+    state = await fleet.store.get("c1")
+    assert state is not None
+    assert state.token == token, "the lease was never lost or taken over"
+    assert fleet.owner_of("c1") == owner.worker.worker_id
+    assert owner.store.injected > 2
+    del a
+
+
+async def test_upstream_drops_are_retried_under_the_same_lease_resuming_without_gap(
+    fleet: Fleet,
+) -> None:
+    fleet.add_worker("a")
+    url = await fleet.start("c1")
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    stream = fleet.upstream.streams[url]
+    stream.drop_after = 15  # every subscription drops after 15 messages
+    await fleet.clock.advance(10)
+    stream.drop_after = None
+    await fleet.clock.advance(6)
+
+    state = await fleet.store.get("c1")
+    assert state is not None
+    assert state.token == 1, "reconnects kept the lease"
+    assert stream.opens >= 3
+    fleet.assert_sink_complete("c1", url, upto=state.checkpoint_seq)
+    assert state.checkpoint_seq >= 140
+
+
+async def test_normal_end_of_stream_is_recorded_and_not_reconnected(fleet: Fleet) -> None:
+    fleet.add_worker("a")
+    url = await fleet.start("c1")
+    fleet.upstream.streams[url].total = 30  # the meeting ends after 30 messages
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+
+    await fleet.clock.advance(10)
+
+    state = await fleet.store.get("c1")
+    assert state is not None
+    assert state.desired_state is DesiredState.STOPPED
+    assert state.checkpoint_seq == 30
+    assert any(isinstance(e, StreamEnded) for e in await fleet.store.history("c1"))
+    assert fleet.upstream.streams[url].opens == 1
+    fleet.assert_sink_complete("c1", url, upto=30)
+
+
+async def test_poison_connection_backs_off_fleet_wide_instead_of_hot_looping(
+    fleet: Fleet,
+) -> None:
+    for name in ("a", "b", "c"):
+        fleet.add_worker(name)
+    url = await fleet.start("bad")
+    fleet.upstream.streams[url].rejected = True
+
+    await fleet.clock.advance(120)
+
+    stream = fleet.upstream.streams[url]
+    failures = [e for e in await fleet.store.history("bad") if isinstance(e, UpstreamFailed)]
+    assert failures, "the give-up is recorded"
+    assert [e.failures for e in failures] == list(range(1, len(failures) + 1))
+    # Back-off of 30 s doubling: at most a handful of attempts in two minutes, not hundreds.
+    assert stream.opens <= 4
+    state = await fleet.store.get("bad")
+    assert state is not None
+    assert state.not_before_ms > fleet.clock.now_ms() - 1
+
+
+async def test_reconciliation_pages_through_every_orphan() -> None:
+    fleet = Fleet(WorkerConfig(reconcile_page_size=2))
+    try:
+        urls = [await fleet.start(f"c{i}") for i in range(7)]
+        await fleet.queue.delete([d.receipt for d in await fleet.queue.receive(10, 0)])
+        fleet.add_worker("a")  # no hints left: only reconciliation can find them
+
+        took = await fleet.clock.run_until(
+            lambda: all(fleet.owner_of(f"c{i}") == "a" for i in range(7)), 90
+        )
+
+        assert took < 5
+        assert len(urls) == 7
+    finally:
+        await fleet.close()
+
+
+async def test_desired_states_are_read_in_one_batch_per_interval_for_all_connections(
+    fleet: Fleet,
+) -> None:
+    fleet.add_worker("a")
+    for i in range(20):
+        await fleet.start(f"c{i}")
+    await fleet.clock.run_until(lambda: len(fleet.streamed_by("a")) == 20, 5)
+    before = dict(fleet.store.operations)
+
+    await fleet.clock.advance(fleet.config.desired_state_interval_s * 3)
+
+    ops = {k: fleet.store.operations.get(k, 0) - before.get(k, 0) for k in fleet.store.operations}
+    assert ops["desired_states"] == 3
+    assert ops.get("get", 0) == 0
+
+
+async def test_graceful_handoff_does_not_wait_for_reconciliation() -> None:
+    """Without the handoff hint the other worker would find the released connections only at
+    its next reconciliation (up to a minute); with it, within a second."""
+    fleet = Fleet(WorkerConfig(reconcile_interval_s=60))
+    try:
+        fleet.add_worker("a")
+        url = await fleet.start("c1")
+        await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+        fleet.add_worker("b")
+        await fleet.clock.advance(1)
+        fleet.members["a"].worker.request_shutdown()
+
+        took = await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "b", 60)
+
+        assert took < 1.0
+        history = await fleet.store.history("c1")
+        assert not any(isinstance(e, LeaseTakenOver) for e in history), "released, not expired"
+        await fleet.clock.advance(2)
+        state = await fleet.store.get("c1")
+        assert state is not None
+        fleet.assert_sink_complete("c1", url, upto=state.checkpoint_seq)
+    finally:
+        await fleet.close()
+
+
+async def test_retried_start_does_not_reset_a_live_lease(fleet: Fleet) -> None:
+    fleet.add_worker("a")
+    url = await fleet.start("c1")
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    await fleet.clock.advance(6)
+    before = await fleet.store.get("c1")
+
+    outcome = await fleet.router.start("c1", url)
+
+    assert outcome.changed is False
+    assert await fleet.store.get("c1") == before
