@@ -3,7 +3,8 @@ aiobotocore, so adapters talk to a real HTTP endpoint, as they would to AWS)."""
 
 import os
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import attrs
 import pytest
@@ -31,11 +32,26 @@ def moto_server() -> Iterator[MotoEndpoint]:
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    # moto answers with its own "server: amazon.com" beside werkzeug's Server header; aiohttp
+    # parses strictly in asyncio debug mode and rejects the duplicate, failing every aiobotocore
+    # call. Keep werkzeug's only.
+    server._server.app = _without_duplicate_server_header(server._server.app)
     host, port = server.get_host_and_port()
     try:
         yield MotoEndpoint(url=f"http://{host}:{port}")
     finally:
         server.stop()
+
+
+def _without_duplicate_server_header(app: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        def start(status: str, headers: list[tuple[str, str]], *exc_info: Any) -> Any:
+            kept = [(k, v) for k, v in headers if k.lower() != "server"]
+            return start_response(status, kept, *exc_info)
+
+        return app(environ, start)  # type: ignore[no-any-return]
+
+    return wrapped
 
 
 @pytest.fixture
