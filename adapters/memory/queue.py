@@ -45,10 +45,14 @@ class InMemoryNotificationQueue:
         deadline = self._clock.monotonic() + wait_s
         while True:
             taken = self._take(max_messages)
-            if taken or self._clock.monotonic() >= deadline:
+            now = self._clock.monotonic()
+            if taken or now >= deadline:
                 return taken
             self._arrived.clear()
-            await wait_or_timeout(self._arrived, self._clock, deadline - self._clock.monotonic())
+            # Wake for a new message, or when an in-flight one becomes visible again (SQS hands
+            # a redelivered message to a long poll that is already waiting).
+            wake_at = min([deadline, *(m.visible_at for m in self._messages if m.visible_at > now)])
+            await wait_or_timeout(self._arrived, self._clock, wake_at - now)
 
     def _take(self, max_messages: int) -> list[Delivery]:
         now = self._clock.monotonic()
