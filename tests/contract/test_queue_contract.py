@@ -1,0 +1,134 @@
+"""The NotificationQueue contract: the same assertions hold for every implementation
+(hints are at-least-once, invisible while in flight, and never crash the consumer)."""
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from application.ports.queue import Delivery
+from tests.contract.queue_fixtures import VISIBILITY_TIMEOUT_S, QueueUnderTest
+from tests.contract.queue_fixtures import queue_fixture as queue_fixture  # the `queue` fixture
+
+# Malformed in every body format (JSON hints, bare ids): none names a valid connection.
+MALFORMED_BODIES = ["not a hint!", '{"connection_id": 42}', '["c-1"]', '{"pk": "CONN#a b"}']
+
+
+async def receive_all(
+    queue: QueueUnderTest, expected: int, max_messages: int = 10, within_s: float = 10.0
+) -> list[Delivery]:
+    """Receive until `expected` deliveries arrived (a queue may return fewer per call)."""
+    got: list[Delivery] = []
+    deadline = time.monotonic() + within_s
+    while len(got) < expected and time.monotonic() < deadline:
+        batch = await queue.queue.receive(max_messages=max_messages, wait_s=1)
+        assert len(batch) <= max_messages
+        got.extend(batch)
+    return got
+
+
+def ids_of(deliveries: Sequence[Delivery]) -> list[str | None]:
+    return sorted((d.connection_id for d in deliveries), key=str)
+
+
+async def test_sent_hint_is_received_once_and_gone_after_delete(queue: QueueUnderTest) -> None:
+    await queue.queue.send(["conn-1"])
+
+    [delivery] = await receive_all(queue, expected=1)
+    assert delivery.connection_id == "conn-1"
+    assert delivery.problem is None
+    await queue.queue.delete([delivery.receipt])
+
+    await asyncio.sleep(VISIBILITY_TIMEOUT_S + 0.2)
+    assert await queue.queue.receive(max_messages=10, wait_s=1) == []
+
+
+async def test_hint_in_flight_is_invisible_until_the_timeout_then_redelivered(
+    queue: QueueUnderTest,
+) -> None:
+    await queue.queue.send(["conn-1"])
+    [first] = await receive_all(queue, expected=1)
+
+    assert await queue.queue.receive(max_messages=10, wait_s=0) == []
+
+    started = time.monotonic()
+    again = await queue.queue.receive(max_messages=10, wait_s=10)
+    assert ids_of(again) == ["conn-1"]
+    assert again[0].receipt != first.receipt  # each delivery has its own receipt
+    # The long poll returned when the hint became visible again, not at the end of its wait.
+    assert time.monotonic() - started < 5
+    await queue.queue.delete([d.receipt for d in again])
+
+
+async def test_receive_returns_at_most_max_messages(queue: QueueUnderTest) -> None:
+    sent = [f"conn-{i}" for i in range(5)]
+    await queue.queue.send(sent)
+
+    first = await queue.queue.receive(max_messages=2, wait_s=1)
+    assert 1 <= len(first) <= 2
+    rest = await receive_all(queue, expected=len(sent) - len(first), max_messages=2)
+
+    assert ids_of([*first, *rest]) == sorted(sent)
+
+
+async def test_long_poll_returns_as_soon_as_a_hint_arrives(queue: QueueUnderTest) -> None:
+    started = time.monotonic()
+    poll = asyncio.create_task(queue.queue.receive(max_messages=10, wait_s=10))
+    await asyncio.sleep(0.3)
+    await queue.queue.send(["conn-late"])
+
+    got = await asyncio.wait_for(poll, timeout=15)
+
+    assert ids_of(got) == ["conn-late"]
+    assert time.monotonic() - started < 5
+
+
+async def test_long_poll_on_an_empty_queue_returns_nothing(queue: QueueUnderTest) -> None:
+    assert await queue.queue.receive(max_messages=10, wait_s=1) == []
+
+
+async def test_more_than_ten_hints_are_sent_and_deleted_in_one_call_each(
+    queue: QueueUnderTest,
+) -> None:
+    sent = [f"conn-{i:02d}" for i in range(25)]
+    await queue.queue.send(sent)
+
+    got = await receive_all(queue, expected=len(sent))
+    assert ids_of(got) == sent
+    await queue.queue.delete([d.receipt for d in got])
+
+    await asyncio.sleep(VISIBILITY_TIMEOUT_S + 0.2)
+    assert await queue.queue.receive(max_messages=10, wait_s=1) == []
+
+
+async def test_deleting_unknown_repeated_or_no_receipts_is_harmless(queue: QueueUnderTest) -> None:
+    await queue.queue.delete([])
+    await queue.queue.delete(["not-a-receipt", "also-not-one"])
+    await queue.queue.send(["conn-1"])
+    [delivery] = await receive_all(queue, expected=1)
+
+    await queue.queue.delete([delivery.receipt, delivery.receipt])
+    await queue.queue.delete([delivery.receipt])
+
+
+async def test_malformed_hints_surface_as_problems_beside_valid_ones(
+    queue: QueueUnderTest,
+) -> None:
+    for body in MALFORMED_BODIES:
+        await queue.inject_raw(body)
+    await queue.queue.send(["conn-ok"])
+
+    got = await receive_all(queue, expected=len(MALFORMED_BODIES) + 1)
+
+    valid = [d for d in got if d.connection_id is not None]
+    malformed = [d for d in got if d.connection_id is None]
+    assert [(d.connection_id, d.problem) for d in valid] == [("conn-ok", None)]
+    assert len(malformed) == len(MALFORMED_BODIES)
+    assert all(d.problem for d in malformed)
+    await queue.queue.delete([d.receipt for d in got])  # the consumer deletes them all
+    await asyncio.sleep(VISIBILITY_TIMEOUT_S + 0.2)
+    assert await queue.queue.receive(max_messages=10, wait_s=0) == []
+
+
+async def test_sending_nothing_is_a_no_op(queue: QueueUnderTest) -> None:
+    await queue.queue.send([])
+    assert await queue.queue.receive(max_messages=10, wait_s=0) == []
