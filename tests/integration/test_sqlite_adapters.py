@@ -1,0 +1,166 @@
+"""What only the SQLite adapters have: a file, a lock shared between processes, a bounded queue.
+The port behaviour itself is in tests/contract; this covers what no other adapter could get
+wrong the same way."""
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from adapters.memory.clock import FakeClock
+from adapters.sqlite.queue import SqliteNotificationQueue
+from adapters.sqlite.store import MAX_IDS_PER_QUERY, SqliteConnectionStore
+from adapters.system.clock import SystemClock
+from application.errors import ConfigurationError, QueueUnavailable, StoreUnavailable
+from domain import DesiredState
+
+URL = "wss://upstream.example/stream"
+NOW = 1_700_000_000_000
+
+# Holds the database's write lock until killed: a worker process dying mid-transaction.
+LOCK_HOLDER = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+db.execute("UPDATE connections SET owner = 'zombie'")
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+async def test_missing_data_directory_is_a_configuration_error_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dir"
+    with pytest.raises(ConfigurationError, match=str(missing)):
+        await SqliteConnectionStore.connect(missing / "wsfleet.sqlite")
+    with pytest.raises(ConfigurationError, match=str(missing)):
+        await SqliteNotificationQueue.connect(missing / "wsfleet.sqlite", SystemClock())
+    assert not missing.exists()  # nothing was created on the way
+
+
+async def test_a_file_that_is_not_a_database_is_a_configuration_error(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("not a database, " * 100)
+    with pytest.raises(ConfigurationError, match=str(path)):
+        await SqliteConnectionStore.connect(path)
+
+
+async def test_invalid_synchronous_setting_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="synchronous"):
+        await SqliteConnectionStore.connect(tmp_path / "db.sqlite", synchronous="SOMETIMES")
+
+
+async def test_lock_held_past_busy_timeout_is_store_unavailable_until_its_holder_dies(
+    tmp_path: Path,
+) -> None:
+    """GIVEN another process holding the write lock mid-transaction
+    WHEN the store writes THEN it waits busy_timeout and raises StoreUnavailable (not a crash);
+    once the holder is SIGKILLed, its transaction is gone and writes succeed."""
+    path = tmp_path / "fleet.sqlite"
+    async with SqliteConnectionStore.open(path, busy_timeout_s=0.2) as store:
+        await store.start("conn-1", URL, NOW)
+        holder = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", LOCK_HOLDER, str(path), stdout=asyncio.subprocess.PIPE
+        )
+        try:
+            assert holder.stdout is not None
+            assert (await holder.stdout.readline()).strip() == b"locked"
+            with pytest.raises(StoreUnavailable, match="locked"):
+                await store.try_acquire("conn-1", "worker-a", 10_000, NOW + 1)
+            assert (await store.get("conn-1")) is not None  # readers are never blocked (WAL)
+        finally:
+            holder.kill()
+            await holder.wait()
+
+        acquired = await store.try_acquire("conn-1", "worker-a", 10_000, NOW + 2)
+        assert acquired is not None
+        assert (acquired.owner, acquired.token) == ("worker-a", 1)
+
+
+async def test_orphan_pages_return_every_orphan_once_even_when_all_share_one_time(
+    tmp_path: Path,
+) -> None:
+    """Never-leased connections all have available_at_ms 0: the keyset must break the tie."""
+    async with SqliteConnectionStore.open(tmp_path / "db.sqlite") as store:
+        ids = [f"conn-{i:03d}" for i in range(23)]
+        for cid in ids:
+            await store.start(cid, URL, NOW)
+        await store.try_acquire("conn-007", "worker-a", 60_000, NOW)
+
+        pages = [page async for page in store.iter_orphans(NOW + 1, page_size=5)]
+
+        assert [len(p) for p in pages] == [5, 5, 5, 5, 2]
+        assert sorted(c.connection_id for p in pages for c in p) == sorted(set(ids) - {"conn-007"})
+
+
+async def test_desired_states_of_more_ids_than_one_query_binds(tmp_path: Path) -> None:
+    async with SqliteConnectionStore.open(tmp_path / "db.sqlite") as store:
+        for cid in ("conn-a", "conn-b"):
+            await store.start(cid, URL, NOW)
+        await store.stop("conn-b", NOW)
+        asked = [f"absent-{i}" for i in range(2 * MAX_IDS_PER_QUERY + 7)] + ["conn-b", "conn-a"]
+
+        states = await store.desired_states(asked)
+
+        assert states == {"conn-a": DesiredState.STARTED, "conn-b": DesiredState.STOPPED}
+
+
+async def test_two_queue_instances_on_one_file_never_hold_the_same_hint_at_once(
+    tmp_path: Path,
+) -> None:
+    """Two instances stand for two processes: each has its own connection and thread."""
+    clock = FakeClock(start_ms=NOW)
+    path = tmp_path / "db.sqlite"
+    async with (
+        SqliteNotificationQueue.open(path, clock, visibility_timeout_s=30) as first,
+        SqliteNotificationQueue.open(path, clock, visibility_timeout_s=30) as second,
+    ):
+        await first.send(["conn-1"])
+        [delivery] = await second.receive(10, wait_s=0)
+        assert await first.receive(10, wait_s=0) == []
+
+        await clock.advance(31, step_s=31)
+        [again] = await first.receive(10, wait_s=0)
+        assert (again.connection_id, again.receipt != delivery.receipt) == ("conn-1", True)
+
+        await second.delete([delivery.receipt])  # stale: the hint was delivered again since
+        await clock.advance(31, step_s=31)
+        assert [d.connection_id for d in await second.receive(10, wait_s=0)] == ["conn-1"]
+
+
+async def test_a_full_queue_refuses_the_send_with_queue_unavailable(tmp_path: Path) -> None:
+    async with SqliteNotificationQueue.open(
+        tmp_path / "db.sqlite", SystemClock(), max_depth=3
+    ) as queue:
+        await queue.send(["conn-1", "conn-2"])
+        with pytest.raises(QueueUnavailable, match="full"):
+            await queue.send(["conn-3", "conn-4"])  # all or nothing
+        await queue.send(["conn-3"])
+
+        got = await queue.receive(10, wait_s=0)
+        assert sorted(d.connection_id or "" for d in got) == ["conn-1", "conn-2", "conn-3"]
+
+
+async def test_hints_older_than_the_retention_are_dropped(tmp_path: Path) -> None:
+    clock = FakeClock(start_ms=NOW)
+    async with SqliteNotificationQueue.open(
+        tmp_path / "db.sqlite", clock, retention_s=60, max_depth=2
+    ) as queue:
+        await queue.send(["conn-old", "conn-old-2"])
+        await clock.advance(61, step_s=61)
+        await queue.send(["conn-new"])  # the queue was full only of expired hints
+
+        assert [d.connection_id for d in await queue.receive(10, wait_s=0)] == ["conn-new"]
+
+
+async def test_store_and_queue_share_one_database_file(tmp_path: Path) -> None:
+    path = tmp_path / "wsfleet.sqlite"
+    async with (
+        SqliteConnectionStore.open(path) as store,
+        SqliteNotificationQueue.open(path, SystemClock()) as queue,
+    ):
+        await store.start("conn-1", URL, NOW)
+        await queue.send(["conn-1"])
+        [hint] = await queue.receive(1, wait_s=0)
+        assert hint.connection_id is not None
+        assert await store.try_acquire(hint.connection_id, "worker-a", 10_000, NOW) is not None
