@@ -1,0 +1,38 @@
+import json
+
+import pytest
+
+from adapters.sqs.messages import MalformedHint, decode_hint, encode_hint
+
+
+def test_encoded_hint_decodes_to_its_connection_id() -> None:
+    assert decode_hint(encode_hint("meeting-42")) == "meeting-42"
+    assert json.loads(encode_hint("meeting-42")) == {"connection_id": "meeting-42"}
+
+
+def test_the_articles_pk_body_names_the_connection() -> None:
+    assert decode_hint('{"pk": "CONN#meeting-42"}') == "meeting-42"
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("", "not JSON"),
+        ("meeting-42", "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ("{}", "names no connection"),
+        ('{"connection_id": 42}', "names no connection"),
+        ('{"pk": "meeting-42"}', "names no connection"),
+        ('{"connection_id": "has spaces"}', "invalid connection id"),
+        ('{"pk": "CONN#"}', "invalid connection id"),
+    ],
+)
+def test_malformed_bodies_say_why(body: str, problem: str) -> None:
+    with pytest.raises(MalformedHint, match=problem):
+        decode_hint(body)
+
+
+def test_a_huge_malformed_body_is_not_echoed_in_full() -> None:
+    with pytest.raises(MalformedHint) as caught:
+        decode_hint("x" * 100_000)
+    assert len(str(caught.value)) < 200
