@@ -17,9 +17,11 @@ def _positive(instance: object, attribute: "attrs.Attribute[Any]", value: float)
 class WorkerConfig:
     lease_ms: int = attrs.field(default=20_000, validator=_positive)
     heartbeat_interval_s: float = attrs.field(default=5.0, validator=_positive)
-    # Stop renewing (and reading) this long before the lease ends, so that a worker whose
-    # clock runs slow or whose renewals are stuck never overlaps with a new owner.
-    self_fence_margin_ms: int = attrs.field(default=2_000, validator=_positive)
+    # Stop trusting the lease this long before it ends (measured from the start of the last
+    # successful renew on the monotonic clock). Two workers never overlap while the skew
+    # between their wall clocks plus store latency stays below this margin; 6 s covers a
+    # quarter-lease skew with a second to spare (docs/decisions.md).
+    self_fence_margin_ms: int = attrs.field(default=6_000, validator=_positive)
     desired_state_interval_s: float = attrs.field(default=10.0, validator=_positive)
     # Reconciliation wakes when the next lease can expire (the store says when), and at least
     # this often; jitter keeps the fleet from querying in lock-step.

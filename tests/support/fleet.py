@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from adapters.faults.clock import SkewedClock
 from adapters.faults.store import FaultInjectingStore
 from adapters.memory.clock import FakeClock
 from adapters.memory.metrics import InMemoryMetrics
@@ -49,10 +50,13 @@ class Fleet:
         self.members: dict[str, Member] = {}
         self._seed = 0
 
-    def add_worker(self, name: str, config: WorkerConfig | None = None) -> Member:
+    def add_worker(
+        self, name: str, config: WorkerConfig | None = None, skew_ms: int = 0
+    ) -> Member:
 
         self._seed += 1
-        store = FaultInjectingStore(self.store, self.clock)
+        clock = SkewedClock(self.clock, skew_ms) if skew_ms else self.clock
+        store = FaultInjectingStore(self.store, clock)
         metrics = InMemoryMetrics()
         worker = Worker(
             worker_id=name,
@@ -62,7 +66,7 @@ class Fleet:
             upstream=self.upstream,
             sink=self.sink,
             metrics=metrics,
-            clock=self.clock,
+            clock=clock,
             url_policy=self.url_policy,
             rng=random.Random(self._seed),
         )

@@ -1,5 +1,7 @@
 """The improvements over the article, each shown by a behaviour that the article lacks."""
 
+import pytest
+
 from application.config import WorkerConfig
 from domain import DesiredState, LeaseTakenOver, StreamEnded, UpstreamFailed
 from tests.support.fleet import Fleet
@@ -183,3 +185,33 @@ async def test_retried_start_does_not_reset_a_live_lease(fleet: Fleet) -> None:
 
     assert outcome.changed is False
     assert await fleet.store.get("c1") == before
+
+
+@pytest.mark.parametrize(
+    ("owner_skew", "taker_skew"),
+    [(-1, 0), (0, +1)],
+    ids=["owner-clock-slow", "taker-clock-fast"],
+)
+async def test_quarter_lease_clock_skew_never_lets_two_workers_stream_at_once(
+    fleet: Fleet, owner_skew: int, taker_skew: int
+) -> None:
+    """GIVEN one worker whose wall clock is off by a quarter lease
+    WHEN the owner is cut off from the store and another worker waits to take over
+    THEN the owner self-fences before the other can take over (the fixture's judge asserts
+    at most one subscriber at every instant) and nothing is lost."""
+    quarter = fleet.config.lease_ms // 4
+    owner = fleet.add_worker("owner", skew_ms=owner_skew * quarter)
+    url = await fleet.start("c1")
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "owner", 5)
+    fleet.add_worker("taker", skew_ms=taker_skew * quarter)
+    await fleet.clock.advance(7)
+
+    owner.store.outage = True
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "taker", 60)
+    owner.store.outage = False
+    await fleet.clock.advance(5)
+
+    state = await fleet.store.get("c1")
+    assert state is not None
+    assert state.owner == "taker"
+    fleet.assert_sink_complete("c1", url, upto=state.checkpoint_seq)
