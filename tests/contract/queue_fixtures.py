@@ -8,12 +8,14 @@ modules import `queue_fixture`.
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 import aioboto3
 import attrs
 import pytest
 
 from adapters.memory.queue import InMemoryNotificationQueue
+from adapters.sqlite.queue import SqliteNotificationQueue
 from adapters.sqs import SqsNotificationQueue, create_queue
 from adapters.system.clock import SystemClock
 from application.ports.queue import NotificationQueue
@@ -55,9 +57,24 @@ async def sqs_queue(request: pytest.FixtureRequest, stack: AsyncExitStack) -> Qu
     return QueueUnderTest(queue=queue, inject_raw=inject_raw)
 
 
+async def sqlite_queue(request: pytest.FixtureRequest, stack: AsyncExitStack) -> QueueUnderTest:
+    tmp_path: Path = request.getfixturevalue("tmp_path")
+    queue = await stack.enter_async_context(
+        SqliteNotificationQueue.open(
+            tmp_path / "hints.sqlite", SystemClock(), visibility_timeout_s=VISIBILITY_TIMEOUT_S
+        )
+    )
+
+    async def inject_raw(body: str) -> None:
+        await queue.send_raw([body])
+
+    return QueueUnderTest(queue=queue, inject_raw=inject_raw)
+
+
 QUEUE_FACTORIES: dict[str, QueueFactory] = {
     "memory": memory_queue,
     "sqs": sqs_queue,
+    "sqlite": sqlite_queue,
 }
 
 
