@@ -21,6 +21,7 @@ class FakeStream:
     fail_opens: int = 0  # the next N opens fail with UpstreamUnavailable
     drop_after: int | None = None  # drop (abnormally) each subscriber after N messages
     rejected: bool = False
+    lost: set[int] = attrs.Factory(set)  # seqs the upstream never delivers (lost upstream)
     subscribers: int = 0
     peak_subscribers: int = 0
     opens: int = 0
@@ -79,6 +80,8 @@ class _Subscription:
             if self._next <= stream.due(self._clock.monotonic()):
                 seq = self._next
                 self._next += 1
+                if seq in stream.lost:
+                    continue
                 sent += 1
                 yield UpstreamMessage(seq=seq, data=f"{stream.url}#{seq}")
             else:

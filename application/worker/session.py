@@ -15,6 +15,7 @@ import logging
 from application.aio import first_completed
 from application.errors import StoreUnavailable, UpstreamRejected, UpstreamUnavailable
 from application.ports.metrics import (
+    MESSAGES_SKIPPED,
     SELF_FENCES,
     UPSTREAM_GIVE_UPS,
     UPSTREAM_RECONNECTS,
@@ -113,6 +114,8 @@ class ConnectionSession:
                             seq = message.seq if message.seq is not None else self.ingest.next_seq
                             if seq < self.ingest.next_seq:
                                 continue  # replayed twice by the upstream: already have it
+                            if seq > self.ingest.next_seq:
+                                self._gap(self.ingest.next_seq, seq)
                             await self.ingest.put(seq, message.data)
                             attempts = 0
                     finally:
@@ -170,6 +173,17 @@ class ConnectionSession:
         else:
             await ctx.store.release(*args, ctx.clock.now_ms())
         log.info("lease handed back (%s)", end.value, extra=self._extra())
+
+    def _gap(self, expected: int, got: int) -> None:
+        # The upstream no longer had what we asked for (its replay buffer moved on): the
+        # messages in between are gone for good. Say so loudly; never hide a loss.
+        self._ctx.metrics.count(MESSAGES_SKIPPED, got - expected)
+        log.error(
+            "upstream skipped seqs %d..%d: messages lost upstream",
+            expected,
+            got - 1,
+            extra=self._extra(),
+        )
 
     def _extra(self) -> dict[str, object]:
         return self._ctx.log_extra(self.connection_id, self.lease.token)

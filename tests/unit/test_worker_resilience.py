@@ -215,3 +215,16 @@ async def test_quarter_lease_clock_skew_never_lets_two_workers_stream_at_once(
     assert state is not None
     assert state.owner == "taker"
     fleet.assert_sink_complete("c1", url, upto=state.checkpoint_seq)
+
+
+async def test_a_gap_in_upstream_seqs_is_counted_not_hidden(fleet: Fleet) -> None:
+    member = fleet.add_worker("a")
+    url = await fleet.start("c1")
+    fleet.upstream.streams[url].lost = {31, 32, 33}  # gone before anyone could read them
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+
+    await fleet.clock.advance(6)
+
+    assert member.metrics.counters["MessagesSkippedByUpstream"] == 3
+    assert {31, 32, 33}.isdisjoint(fleet.sink.seqs("c1"))
+    assert 34 in fleet.sink.seqs("c1")
