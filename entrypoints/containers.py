@@ -1,0 +1,223 @@
+"""The composition roots: which adapters serve which ports, in dependency-injector containers.
+
+`CoreContainer` wires the application (event router, event API, worker) from abstract ports
+(store, queue, sink, metrics, upstream). Each deployment is a sibling container that provides
+those ports and embeds the core: `AwsContainer` here (DynamoDB, SQS, CloudWatch, WebSockets,
+over long-lived aioboto3 clients opened as async Resources), the embedded SQLite one next to
+it. No business code reaches into a container: entrypoints ask it for a Worker or an EventApi
+and hand those their ports.
+
+Providers that depend on an async Resource return awaitables: `await container.core.api()`.
+Only what is asked for is opened (the Lambda router never opens CloudWatch or the sink), and
+`await container.shutdown_resources()` closes whatever was.
+"""
+
+import inspect
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aiobotocore.config import AioConfig
+from aiobotocore.session import AioSession, get_session
+from dependency_injector import containers, providers
+
+from adapters.cloudwatch.metrics import CloudWatchMetrics
+from adapters.dynamodb.connection_store import DynamoDbConnectionStore
+from adapters.dynamodb.message_sink import DynamoDbMessageSink
+from adapters.dynamodb.schema import TableNames
+from adapters.sqs import SqsNotificationQueue
+from adapters.system.clock import SystemClock
+from adapters.system.resolver import SystemResolver
+from adapters.websocket import WebSocketConnector, WebSocketOptions
+from application.ports import (
+    ConnectionStore,
+    MessageSink,
+    Metrics,
+    NotificationQueue,
+    UpstreamConnector,
+)
+from application.router import EventRouter
+from application.url_policy import UrlPolicy
+from application.worker.worker import Worker
+from entrypoints.api import EventApi
+from entrypoints.extensions import user_hook, user_sink
+from entrypoints.settings import Settings
+
+
+async def provide(provider: Any, **kwargs: Any) -> Any:
+    """Call a provider from inside the running loop and await it if it is asynchronous (it is
+    whenever an async Resource is among its dependencies)."""
+    value = provider(**kwargs)
+    return await value if inspect.isawaitable(value) else value
+
+
+async def shutdown(container: containers.Container) -> None:
+    """Close every Resource the container opened (clients, a user's sink)."""
+    result = container.shutdown_resources()
+    if inspect.isawaitable(result):
+        await result
+
+
+# Connections beyond the worker's own sessions: reconciliation, hints, the sink's batches.
+_POOL_HEADROOM = 16
+
+
+class CoreContainer(containers.DeclarativeContainer):
+    """The application from abstract ports; a deployment container provides the ports."""
+
+    settings = providers.Dependency(instance_of=Settings)
+    store: providers.Dependency[ConnectionStore] = providers.Dependency()
+    queue: providers.Dependency[NotificationQueue] = providers.Dependency()
+    sink: providers.Dependency[MessageSink] = providers.Dependency()
+    metrics: providers.Dependency[Metrics] = providers.Dependency()
+    upstream: providers.Dependency[UpstreamConnector] = providers.Dependency()
+
+    clock = providers.Singleton(SystemClock)
+    resolver = providers.Singleton(SystemResolver)
+    url_policy = providers.Singleton(
+        UrlPolicy,
+        resolver=resolver,
+        allowed_hosts=settings.provided.allowed_upstream_hosts,
+        allow_private=settings.provided.allow_private_upstreams,
+    )
+    router = providers.Singleton(
+        EventRouter, store=store, queue=queue, clock=clock, url_policy=url_policy
+    )
+    api = providers.Singleton(EventApi, router=router, clock=clock)
+    # A Factory: the worker id is given per process incarnation, `core.worker(worker_id=...)`.
+    worker = providers.Factory(
+        Worker,
+        config=settings.provided.worker,
+        store=store,
+        queue=queue,
+        upstream=upstream,
+        sink=sink,
+        metrics=metrics,
+        clock=clock,
+        url_policy=url_policy,
+    )
+
+
+def client_config(settings: Settings, *, pool: int, read_timeout_s: float) -> AioConfig:
+    """botocore still defaults to the legacy retry mode and to a 10-connection pool (which
+    becomes aiohttp's limit, so calls would queue behind each other): both set explicitly."""
+    return AioConfig(
+        retries={"mode": "standard", "max_attempts": settings.aws_max_attempts},
+        max_pool_connections=pool,
+        connect_timeout=settings.aws_connect_timeout_s,
+        read_timeout=read_timeout_s,
+        tcp_keepalive=True,
+    )
+
+
+async def aws_client(
+    session: AioSession, service: str, settings: Settings, config: AioConfig
+) -> AsyncIterator[Any]:
+    """One long-lived client per service per process (aiobotocore's session: the low-level
+    clients are all the adapters use; aioboto3 adds only the resource layer) (a Resource: opened once, closed at
+    shutdown). Clients are bound to the event loop that opened them."""
+    async with session.create_client(
+        service,
+        region_name=settings.region,
+        endpoint_url=settings.aws_endpoint_url,
+        config=config,
+    ) as client:
+        yield client
+
+
+def websocket_options(settings: Settings) -> WebSocketOptions:
+    return WebSocketOptions(
+        resume_param=settings.upstream_resume_param,
+        seq_field=settings.upstream_seq_field,
+        data_field=settings.upstream_data_field,
+        open_timeout=settings.upstream_open_timeout_s,
+        ping_interval=settings.upstream_ping_interval_s,
+        ping_timeout=settings.upstream_ping_timeout_s,
+        max_size=settings.upstream_max_message_bytes,
+        ca_file=settings.upstream_ca_file,
+    )
+
+
+def _pool_size(settings: Settings) -> int:
+    return max(10, settings.worker.max_connections + _POOL_HEADROOM)
+
+
+def _retention_s(settings: Settings) -> int | None:
+    days = settings.message_retention_days
+    return None if days is None else days * 86_400
+
+
+def _sink_choice(settings: Settings) -> str:
+    return "custom" if settings.message_sink else "default"
+
+
+class AwsContainer(containers.DeclarativeContainer):
+    """The AWS deployment: DynamoDB store and messages table, SQS hints, CloudWatch metrics,
+    WebSocket upstreams."""
+
+    settings = providers.Dependency(instance_of=Settings)
+
+    session = providers.Singleton(get_session)
+    dynamodb_config = providers.Singleton(
+        lambda s: client_config(s, pool=_pool_size(s), read_timeout_s=s.aws_read_timeout_s),
+        settings,
+    )
+    # Long polls hold a request open for poll_wait_s: the read timeout must outlast them.
+    sqs_config = providers.Singleton(
+        lambda s: client_config(
+            s, pool=10, read_timeout_s=s.worker.poll_wait_s + s.aws_read_timeout_s
+        ),
+        settings,
+    )
+    cloudwatch_config = providers.Singleton(
+        lambda s: client_config(s, pool=2, read_timeout_s=s.aws_read_timeout_s), settings
+    )
+    dynamodb = providers.Resource(aws_client, session, "dynamodb", settings, dynamodb_config)
+    sqs = providers.Resource(aws_client, session, "sqs", settings, sqs_config)
+    cloudwatch = providers.Resource(aws_client, session, "cloudwatch", settings, cloudwatch_config)
+
+    tables = providers.Singleton(
+        TableNames,
+        connections=settings.provided.connections_table,
+        events=settings.provided.events_table,
+        messages=settings.provided.messages_table,
+    )
+    store = providers.Singleton(
+        DynamoDbConnectionStore, dynamodb, tables=tables, shards=settings.provided.orphan_shards
+    )
+    queue = providers.Singleton(
+        SqsNotificationQueue,
+        sqs,
+        settings.provided.queue_url,
+        visibility_timeout_s=settings.provided.hint_visibility_timeout_s,
+    )
+    sink = providers.Selector(
+        providers.Callable(_sink_choice, settings),
+        default=providers.Singleton(
+            DynamoDbMessageSink,
+            dynamodb,
+            settings.provided.messages_table,
+            retention_s=providers.Callable(_retention_s, settings),
+        ),
+        custom=providers.Resource(user_sink, settings),
+    )
+    metrics = providers.Singleton(
+        CloudWatchMetrics,
+        cloudwatch,
+        namespace=settings.provided.metrics_namespace,
+        service_name=settings.provided.service_name,
+    )
+    upstream = providers.Singleton(
+        WebSocketConnector,
+        options=providers.Callable(websocket_options, settings),
+        hook=providers.Callable(user_hook, settings),
+    )
+
+    core = providers.Container(
+        CoreContainer,
+        settings=settings,
+        store=store,
+        queue=queue,
+        sink=sink,
+        metrics=metrics,
+        upstream=upstream,
+    )

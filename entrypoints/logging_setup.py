@@ -1,0 +1,79 @@
+"""One JSON object per log line, for CloudWatch Logs Insights and any log pipeline.
+
+Every record carries its `extra={...}` fields (connection_id, worker_id, token, ...) and the
+fields bound to the current context with `bind(...)` (request id, worker id): contextvars
+follow each asyncio task, so concurrent requests and sessions never mix their ids. Third-party
+loggers (botocore, aiobotocore, websockets) go through the same handler, at WARNING.
+"""
+
+import contextlib
+import contextvars
+import json
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "wsfleet_log_context", default=None
+)
+# Attributes every LogRecord has; anything else on a record came from `extra=`.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+QUIET_LIBRARIES = ("botocore", "aiobotocore", "aioboto3", "urllib3", "websockets", "asyncio")
+
+
+@contextlib.contextmanager
+def bind(**fields: Any) -> Iterator[None]:
+    """Add `fields` to every log line written in this context (and tasks it creates)."""
+    token = _context.set({**(_context.get() or {}), **fields})
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def bind_globally(**fields: Any) -> None:
+    """Fields for the rest of the process (service name, worker id), set once at start-up."""
+    _context.set({**(_context.get() or {}), **fields})
+
+
+class JsonFormatter(logging.Formatter):
+    @staticmethod
+    def converter(seconds: float | None) -> time.struct_time:
+        return time.gmtime(seconds)  # UTC timestamps, whatever the host's zone
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        line.update(_context.get() or {})
+        line.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
+        if record.exc_info and record.exc_info[0] is not None:
+            line["exception"] = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+def setup_logging(level: str = "INFO", stream: TextIO | None = None) -> None:
+    """Route every logger through one JSON handler (replacing what a runtime installed, such as
+    the Lambda runtime's own handler), wsfleet at `level`, libraries at WARNING."""
+    handler = logging.StreamHandler(stream or sys.stdout)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(level)
+    for name in QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(max(logging.WARNING, _LEVELS[level]))
+
+
+_LEVELS = logging.getLevelNamesMapping()

@@ -1,0 +1,136 @@
+"""Settings: parsed once from the environment, typed, validated, immutable.
+
+Every problem is collected and reported together, each line naming the variable and what it
+allows, so an operator fixes a task definition in one round instead of one error per deploy.
+"""
+
+import difflib
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from application.config import WorkerConfig
+from application.errors import ConfigurationError
+from entrypoints.settings.table import BY_NAME, PREFIX, SETTINGS, Setting
+
+
+class SettingsError(ConfigurationError):
+    """One or more environment variables are invalid; `problems` has one line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        noun = "problem" if len(problems) == 1 else "problems"
+        lines = "\n".join(f"  {p}" for p in problems)
+        super().__init__(f"invalid configuration ({len(problems)} {noun}):\n{lines}")
+
+
+@attrs.frozen
+class Settings:
+    """The process's configuration (see entrypoints/settings/table.py for every meaning)."""
+
+    backend: str
+    data_dir: str
+    log_level: str
+    service_name: str
+    health_host: str
+    health_port: int
+    region: str | None
+    aws_endpoint_url: str | None
+    connections_table: str
+    events_table: str
+    messages_table: str
+    queue_url: str | None
+    orphan_shards: int
+    aws_max_attempts: int
+    aws_connect_timeout_s: float
+    aws_read_timeout_s: float
+    metrics_namespace: str
+    hint_visibility_timeout_s: int
+    message_retention_days: int | None
+    allowed_upstream_hosts: tuple[str, ...]
+    allow_private_upstreams: bool
+    message_sink: str | None
+    upstream_hook: str | None
+    upstream_resume_param: str | None
+    upstream_seq_field: str
+    upstream_data_field: str
+    upstream_open_timeout_s: float
+    upstream_ping_interval_s: float
+    upstream_ping_timeout_s: float
+    upstream_max_message_bytes: int
+    upstream_ca_file: str | None
+    worker: WorkerConfig
+
+
+def load_settings(environ: Mapping[str, str] | None = None, *, aws: bool | None = None) -> Settings:
+    """Parse `environ` (default: os.environ). `aws=True` also requires what the AWS backend
+    needs (the Lambda router); by default that follows WSFLEET_BACKEND. An empty variable counts
+    as unset. Raises SettingsError."""
+    env = os.environ if environ is None else environ
+    problems = _unknown_variables(env)
+    values: dict[str, Any] = {}
+    worker: dict[str, Any] = {}
+    for setting in SETTINGS:
+        raw = env.get(setting.name, "")
+        value = setting.default
+        if raw.strip():
+            try:
+                value = setting.kind.parse(raw.strip())
+            except ValueError as exc:
+                problems.append(f"{setting.name}={_show(raw)}: {exc}")
+                continue
+            problems += _field_problems(setting, value, raw)
+        (worker if setting.worker_config else values)[setting.field] = value
+    if problems:
+        raise SettingsError(problems)
+    settings = Settings(**values, worker=_worker_config(worker))
+    if aws or (aws is None and settings.backend == "aws"):
+        _require_aws(settings)
+    return settings
+
+
+def _field_problems(setting: Setting, value: Any, raw: str) -> list[str]:
+    """WorkerConfig's own validators, per field, so the message names the variable."""
+    if not setting.worker_config:
+        return []
+    attribute = getattr(attrs.fields(WorkerConfig), setting.field)
+    if attribute.validator is None:
+        return []
+    try:
+        attribute.validator(None, attribute, value)
+    except (ConfigurationError, ValueError, TypeError) as exc:
+        return [f"{setting.name}={_show(raw)}: {exc}"]
+    return []
+
+
+def _worker_config(fields: dict[str, Any]) -> WorkerConfig:
+    """Cross-field rules (heartbeat vs lease) are WorkerConfig's; say them in variable names."""
+    try:
+        return WorkerConfig(**fields)
+    except (ConfigurationError, ValueError) as exc:
+        message = str(exc)
+        for setting in SETTINGS:
+            if setting.worker_config:
+                message = re.sub(rf"\b{setting.field}\b", setting.name, message)
+        raise SettingsError([message]) from exc
+
+
+def _require_aws(settings: Settings) -> None:
+    if not settings.queue_url:
+        raise SettingsError([f"{PREFIX}QUEUE_URL: required when the backend is aws (an SQS URL)"])
+
+
+def _unknown_variables(env: Mapping[str, str]) -> list[str]:
+    problems = []
+    for name in sorted(n for n in env if n.startswith(PREFIX) and n not in BY_NAME):
+        close = difflib.get_close_matches(name, list(BY_NAME), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        problems.append(f"{name}: unknown variable{hint} (see docs/settings.md)")
+    return problems
+
+
+def _show(raw: str) -> str:
+    return repr(raw if len(raw) <= 80 else raw[:77] + "...")

@@ -1,0 +1,386 @@
+"""Every environment variable wsfleet reads, as data: name, kind, default, meaning, users.
+
+This table is the single source of truth: the loader parses it, docs/settings.md is generated
+from it (a test keeps them equal) and the infra checks compare Terraform's variables with it.
+Worker timings come from `WorkerConfig` so their defaults cannot drift from the code.
+"""
+
+from typing import Any
+
+import attrs
+
+from adapters.cloudwatch.schema import DEFAULT_NAMESPACE
+from adapters.dynamodb import schema
+from adapters.sqs.schema import DEFAULT_VISIBILITY_TIMEOUT_S, MAX_VISIBILITY_TIMEOUT_S
+from adapters.websocket import WebSocketOptions
+from application.config import WorkerConfig
+from entrypoints.settings.kinds import (
+    Choice,
+    Flag,
+    HttpUrl,
+    ImportRef,
+    Kind,
+    Names,
+    Number,
+    OrNone,
+    Text,
+)
+
+PREFIX = "WSFLEET_"
+ROUTER = "router"  # the Lambda event router (and the local API)
+WORKER = "worker"  # the worker process
+BOTH = frozenset({ROUTER, WORKER})
+UNDOCUMENTED = "(undocumented)"
+
+
+@attrs.frozen
+class Setting:
+    name: str  # the environment variable
+    field: str  # the attribute of Settings, or of WorkerConfig for worker timings
+    kind: Kind
+    default: Any  # typed; None means unset
+    meaning: str
+    used_by: frozenset[str] = frozenset({WORKER})
+    worker_config: bool = False  # True: a WorkerConfig field
+
+
+_TABLE_NAME = Text(r"[A-Za-z0-9_.-]{3,255}", "DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)")
+_HOST = Text(
+    r"\.?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*",
+    "host name, or .suffix",
+)
+_NAME = Text(r"[A-Za-z0-9_./:-]{1,255}", "1-255 of A-Z a-z 0-9 _ . / : -")
+_SECONDS = Number(integer=False, above=0)
+
+
+def _s(
+    name: str,
+    field: str,
+    kind: Kind,
+    default: Any,
+    meaning: str,
+    used_by: frozenset[str] = frozenset({WORKER}),
+) -> Setting:
+    return Setting(PREFIX + name, field, kind, default, meaning, used_by)
+
+
+_PROCESS = (
+    _s(
+        "BACKEND",
+        "backend",
+        Choice("embedded", "aws"),
+        "embedded",
+        "Where state lives: `embedded` (SQLite files under WSFLEET_DATA_DIR, one host) or `aws` "
+        "(DynamoDB, SQS, CloudWatch). The Lambda router always uses `aws`.",
+    ),
+    _s(
+        "DATA_DIR",
+        "data_dir",
+        Text(r".{1,4096}", "a directory path"),
+        ".wsfleet",
+        "Directory of the embedded backend's database files.",
+    ),
+    _s(
+        "LOG_LEVEL",
+        "log_level",
+        Choice("DEBUG", "INFO", "WARNING", "ERROR"),
+        "INFO",
+        "Level of wsfleet's JSON log lines (botocore and websockets log at WARNING).",
+        BOTH,
+    ),
+    _s(
+        "SERVICE_NAME",
+        "service_name",
+        _NAME,
+        "wsfleet",
+        "Service name: the `ServiceName` metric dimension the ECS autoscaling policy tracks, "
+        "and a field of every log line.",
+        BOTH,
+    ),
+    _s(
+        "HEALTH_HOST",
+        "health_host",
+        Text(r"[0-9A-Za-z.:-]{1,255}", "an address to bind"),
+        "127.0.0.1",
+        "Address of the worker's health endpoint (`/healthz`, `/status`); the ECS health check "
+        "runs inside the container, so loopback suffices.",
+    ),
+    _s(
+        "HEALTH_PORT",
+        "health_port",
+        Number(integer=True, minimum=0, maximum=65535),
+        8080,
+        "Port of the worker's health endpoint; 0 disables it.",
+    ),
+)
+
+_AWS = (
+    _s(
+        "REGION",
+        "region",
+        Text(r"[a-z]{2}(-[a-z]+)+-\d", "an AWS region such as eu-west-1"),
+        None,
+        "AWS region; unset: the SDK's default (AWS_REGION, AWS_DEFAULT_REGION).",
+        BOTH,
+    ),
+    _s(
+        "AWS_ENDPOINT_URL",
+        "aws_endpoint_url",
+        HttpUrl(),
+        None,
+        "One endpoint for every AWS service, for a local emulator (moto server); unset on AWS.",
+        BOTH,
+    ),
+    _s(
+        "CONNECTIONS_TABLE",
+        "connections_table",
+        _TABLE_NAME,
+        schema.DEFAULT_CONNECTIONS_TABLE,
+        "DynamoDB table of connections and leases.",
+        BOTH,
+    ),
+    _s(
+        "EVENTS_TABLE",
+        "events_table",
+        _TABLE_NAME,
+        schema.DEFAULT_EVENTS_TABLE,
+        "DynamoDB table of the ownership event log.",
+        BOTH,
+    ),
+    _s(
+        "MESSAGES_TABLE",
+        "messages_table",
+        _TABLE_NAME,
+        schema.DEFAULT_MESSAGES_TABLE,
+        "DynamoDB table of upstream messages (the default message sink).",
+    ),
+    _s(
+        "QUEUE_URL",
+        "queue_url",
+        HttpUrl(),
+        None,
+        "URL of the SQS notification queue; required when the backend is `aws`.",
+        BOTH,
+    ),
+    _s(
+        "ORPHAN_SHARDS",
+        "orphan_shards",
+        Number(integer=True, minimum=1, maximum=100),
+        schema.DEFAULT_ORPHAN_SHARDS,
+        "Partitions of the orphan index (spreads heartbeat writes). Must be equal for the "
+        "router and every worker.",
+        BOTH,
+    ),
+    _s(
+        "AWS_MAX_ATTEMPTS",
+        "aws_max_attempts",
+        Number(integer=True, minimum=1, maximum=10),
+        3,
+        "Attempts per AWS call (botocore `standard` retry mode, jittered back-off).",
+        BOTH,
+    ),
+    _s(
+        "AWS_CONNECT_TIMEOUT_S",
+        "aws_connect_timeout_s",
+        _SECONDS,
+        2.0,
+        "Seconds to open a connection to an AWS endpoint.",
+        BOTH,
+    ),
+    _s(
+        "AWS_READ_TIMEOUT_S",
+        "aws_read_timeout_s",
+        _SECONDS,
+        5.0,
+        "Seconds to wait for an AWS response; SQS long polls get the poll wait on top. Short, "
+        "so a stuck call fails within a lease instead of after botocore's 60 s.",
+        BOTH,
+    ),
+    _s(
+        "HINT_VISIBILITY_TIMEOUT_S",
+        "hint_visibility_timeout_s",
+        Number(integer=True, minimum=0, maximum=MAX_VISIBILITY_TIMEOUT_S),
+        DEFAULT_VISIBILITY_TIMEOUT_S,
+        "Seconds a received hint stays invisible to other workers (a worker that dies holding "
+        "one delays that hint, never the connection: reconciliation still finds it).",
+    ),
+    _s(
+        "MESSAGE_RETENTION_DAYS",
+        "message_retention_days",
+        OrNone(Number(integer=True, minimum=1)),
+        None,
+        "Days after which stored messages expire (DynamoDB TTL); unset keeps them.",
+    ),
+    _s("METRICS_NAMESPACE", "metrics_namespace", _NAME, DEFAULT_NAMESPACE, "CloudWatch namespace."),
+)
+
+_EXTENSIONS = (
+    _s(
+        "ALLOWED_UPSTREAM_HOSTS",
+        "allowed_upstream_hosts",
+        Names(_HOST),
+        (),
+        "If set, the only upstream hosts START may name (exact names, or `.suffix`).",
+        BOTH,
+    ),
+    _s(
+        "ALLOW_PRIVATE_UPSTREAMS",
+        "allow_private_upstreams",
+        Flag(),
+        False,
+        "Allow upstream URLs that resolve to loopback, private, link-local or multicast "
+        "addresses. Only for local development and tests (SSRF).",
+        BOTH,
+    ),
+    _s(
+        "MESSAGE_SINK",
+        "message_sink",
+        ImportRef(),
+        None,
+        "Your message sink: a class or factory taking `settings` that returns a MessageSink "
+        "(or an async context manager of one). Unset: the messages table / embedded store.",
+    ),
+    _s(
+        "UPSTREAM_HOOK",
+        "upstream_hook",
+        ImportRef(),
+        None,
+        "Your upstream hook (auth headers, subscribe frame, seq extraction): a class or "
+        "factory taking `settings` that returns an UpstreamHook.",
+    ),
+)
+
+_WS = attrs.fields(WebSocketOptions)
+_FIELD_NAME = Text(r"[A-Za-z0-9_.-]{1,64}", "1-64 of A-Z a-z 0-9 _ . -")
+_UPSTREAM = (
+    _s(
+        "UPSTREAM_RESUME_PARAM",
+        "upstream_resume_param",
+        OrNone(Text(r"[A-Za-z0-9_.-]{1,64}", "a query parameter name")),
+        _WS.resume_param.default,
+        "Query parameter that asks the upstream to resume from a seq (`?from_seq=N`); `none` "
+        "never adds one (then a new owner cannot resume exactly).",
+    ),
+    _s(
+        "UPSTREAM_SEQ_FIELD",
+        "upstream_seq_field",
+        _FIELD_NAME,
+        _WS.seq_field.default,
+        "JSON field of each upstream message holding its seq (a hook can parse other formats).",
+    ),
+    _s(
+        "UPSTREAM_DATA_FIELD",
+        "upstream_data_field",
+        _FIELD_NAME,
+        _WS.data_field.default,
+        "JSON field holding the payload (the whole message when absent).",
+    ),
+    _s(
+        "UPSTREAM_OPEN_TIMEOUT_S",
+        "upstream_open_timeout_s",
+        _SECONDS,
+        _WS.open_timeout.default,
+        "Seconds to open an upstream connection (TCP, TLS, WebSocket handshake).",
+    ),
+    _s(
+        "UPSTREAM_PING_INTERVAL_S",
+        "upstream_ping_interval_s",
+        _SECONDS,
+        _WS.ping_interval.default,
+        "Seconds between keepalive pings to the upstream.",
+    ),
+    _s(
+        "UPSTREAM_PING_TIMEOUT_S",
+        "upstream_ping_timeout_s",
+        _SECONDS,
+        _WS.ping_timeout.default,
+        "Seconds without a pong before the upstream connection counts as dropped.",
+    ),
+    _s(
+        "UPSTREAM_MAX_MESSAGE_BYTES",
+        "upstream_max_message_bytes",
+        Number(integer=True, minimum=1024),
+        _WS.max_size.default,
+        "Largest upstream message accepted; a larger one is a rejected stream.",
+    ),
+    _s(
+        "UPSTREAM_CA_FILE",
+        "upstream_ca_file",
+        Text(r".{1,4096}", "a file path"),
+        _WS.ca_file.default,
+        "Extra CA bundle (PEM) for wss:// upstreams behind a private CA; verification is "
+        "always on.",
+    ),
+)
+
+_WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
+    "lease_ms": (
+        Number(integer=True, minimum=1000),
+        "Lease length in ms: a crashed worker's connections are taken over after this.",
+    ),
+    "heartbeat_interval_s": (_SECONDS, "Seconds between lease renewals (each is one write)."),
+    "self_fence_margin_ms": (
+        Number(integer=True, minimum=1),
+        "A worker stops streaming this long before its lease could expire "
+        "without a renewal (slow clocks, stuck calls).",
+    ),
+    "desired_state_interval_s": (_SECONDS, "Seconds between checks for STOP of held connections."),
+    "reconcile_interval_s": (
+        _SECONDS,
+        "Longest pause between orphan scans (they also run when the next lease can expire).",
+    ),
+    "reconcile_jitter_s": (
+        Number(integer=False, minimum=0),
+        "Random delay added to scans so the fleet does not query in step.",
+    ),
+    "reconcile_page_size": (Number(integer=True, minimum=1), "Orphans read per index query."),
+    "max_connections": (Number(integer=True, minimum=1), "Connections one worker holds at most."),
+    "poll_wait_s": (Number(integer=False, above=0, maximum=20), "SQS long-poll wait in seconds."),
+    "poll_batch": (Number(integer=True, minimum=1, maximum=10), "Hints received per poll."),
+    "capacity_pause_s": (_SECONDS, "Pause of the hint loop while the worker is full."),
+    "shutdown_budget_s": (
+        _SECONDS,
+        "Graceful shutdown deadline after SIGTERM; keep it below ECS `stopTimeout` (default 30 s).",
+    ),
+    "reconnect_base_s": (_SECONDS, "First upstream reconnect delay (doubles, jittered)."),
+    "reconnect_max_s": (_SECONDS, "Longest upstream reconnect delay."),
+    "reconnect_attempts": (
+        Number(integer=True, minimum=1),
+        "Reconnects before the worker gives a failing connection up.",
+    ),
+    "poison_backoff_base_s": (
+        _SECONDS,
+        "How long a given-up connection rests before anyone retries it (grows with each failure).",
+    ),
+    "poison_backoff_max_s": (_SECONDS, "Longest rest of a failing connection."),
+    "ingest_buffer_messages": (
+        Number(integer=True, minimum=1),
+        "Messages buffered per connection before reading pauses (back-pressure).",
+    ),
+    "ingest_flush_interval_s": (_SECONDS, "Longest wait before buffered messages are written."),
+    "metrics_interval_s": (_SECONDS, "Seconds between metric publications."),
+}
+
+
+def _worker_rows() -> tuple[Setting, ...]:
+    rows = []
+    for field in attrs.fields(WorkerConfig):
+        # A new WorkerConfig field gets a plain kind until documented above (a test insists).
+        fallback = (Number(integer=field.type is int), UNDOCUMENTED)
+        kind, meaning = _WORKER_MEANINGS.get(field.name, fallback)
+        rows.append(
+            Setting(
+                PREFIX + field.name.upper(),
+                field.name,
+                kind,
+                field.default,
+                meaning,
+                frozenset({WORKER}),
+                worker_config=True,
+            )
+        )
+    return tuple(rows)
+
+
+SETTINGS: tuple[Setting, ...] = (*_PROCESS, *_AWS, *_EXTENSIONS, *_UPSTREAM, *_worker_rows())
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -1,0 +1,1 @@
+"""The worker process (the ECS task's command): `python -m entrypoints.worker`."""

@@ -1,0 +1,5 @@
+import sys
+
+from entrypoints.worker_main import main
+
+sys.exit(main())

@@ -1,0 +1,88 @@
+"""The worker process: `python -m entrypoints.worker` (the ECS task's command).
+
+Exit codes: 0 after a graceful shutdown; 2 for invalid configuration (one line per problem on
+stderr, naming the variable and what it allows; no stack trace); 1 if the worker crashed;
+128 + N after a second signal N; 70 if the graceful shutdown overran its budget.
+"""
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Mapping
+
+from application.errors import ConfigurationError
+from application.worker.worker import Worker
+from entrypoints.containers import AwsContainer, provide, shutdown
+from entrypoints.logging_setup import bind_globally, setup_logging
+from entrypoints.settings import Settings, load_settings
+from entrypoints.worker.health import HealthServer
+from entrypoints.worker.identity import new_worker_id
+from entrypoints.worker.signals import ShutdownSignals
+
+log = logging.getLogger("entrypoints.worker")
+
+EXIT_OK = 0
+EXIT_CRASHED = 1
+EXIT_CONFIGURATION = 2
+
+
+def main(environ: Mapping[str, str] | None = None) -> int:
+    env = os.environ if environ is None else environ
+    try:
+        settings = load_settings(env)
+        if settings.backend != "aws":
+            raise ConfigurationError(
+                f"WSFLEET_BACKEND={settings.backend}: this command runs the AWS worker; run the "
+                "embedded backend with `wsfleet worker`, or set WSFLEET_BACKEND=aws"
+            )
+    except ConfigurationError as exc:
+        print(f"wsfleet worker: {exc}", file=sys.stderr)
+        return EXIT_CONFIGURATION
+    setup_logging(settings.log_level)
+    try:
+        return asyncio.run(run(settings, env))
+    except ConfigurationError as exc:  # found while opening adapters (a sink that won't load)
+        print(f"wsfleet worker: {exc}", file=sys.stderr)
+        return EXIT_CONFIGURATION
+
+
+async def run(settings: Settings, environ: Mapping[str, str]) -> int:
+    worker_id = await new_worker_id(environ)
+    bind_globally(service=settings.service_name, worker_id=worker_id)
+    container = AwsContainer(settings=settings)
+    try:
+        worker: Worker = await provide(container.core.worker, worker_id=worker_id)
+        return await serve(worker, settings)
+    finally:
+        await shutdown(container)
+
+
+async def serve(worker: Worker, settings: Settings) -> int:
+    """Run `worker` with its health endpoint until a signal and the graceful shutdown end it.
+    Shared by every backend's worker command."""
+    health = None
+    if settings.health_port:
+        health = HealthServer(
+            worker, settings.health_host, settings.health_port, settings.service_name
+        )
+        await health.start()
+    signals = ShutdownSignals(worker.request_shutdown, settings.worker.shutdown_budget_s)
+    signals.install()
+    log.info(
+        "worker %s running (lease %d ms, up to %d connections)",
+        worker.worker_id,
+        settings.worker.lease_ms,
+        settings.worker.max_connections,
+    )
+    try:
+        await worker.run()
+    except Exception:
+        log.exception("worker crashed")
+        return EXIT_CRASHED
+    finally:
+        await signals.uninstall()
+        if health is not None:
+            await health.close()
+    log.info("worker %s stopped", worker.worker_id)
+    return EXIT_OK
