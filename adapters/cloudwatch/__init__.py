@@ -1,1 +1,5 @@
 """Metrics on Amazon CloudWatch."""
+
+from adapters.cloudwatch.metrics import CloudWatchMetrics
+
+__all__ = ["CloudWatchMetrics"]

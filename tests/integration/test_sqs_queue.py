@@ -163,7 +163,7 @@ async def test_an_unreachable_endpoint_becomes_queue_unavailable() -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    config = AioConfig(connect_timeout=1, retries={"mode": "standard", "max_attempts": 1})
+    config = AioConfig(connect_timeout=1, retries={"mode": "standard", "total_max_attempts": 1})
     async with aioboto3.Session().client(
         "sqs", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1", config=config
     ) as client:
