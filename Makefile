@@ -6,7 +6,10 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test lint typecheck layers unit contract integration e2e demo bench chaos lambda-zip clean
+.PHONY: install test lint typecheck layers unit contract integration e2e demo bench chaos lambda-zip checkov clean
+
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +18,20 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# checkov pins an old boto3 that conflicts with aiobotocore: it lives in a virtualenv of its own.
+$(CHECKOV_STAMP): infra/checkov-requirements.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r infra/checkov-requirements.txt
+	touch $(CHECKOV_STAMP)
+
+checkov: $(CHECKOV_STAMP)
+	CKV_SKIP_PACKAGE_UPDATE_CHECK=true $(CHECKOV_VENV)/bin/checkov -d infra --framework terraform --quiet --compact --skip-download
+
+# The router's Lambda package: its code and runtime dependencies only (see docs/deploy.md).
+lambda-zip: $(STAMP)
+	$(BIN)/python infra/scripts/build_lambda_zip.py --output build/lambda-router.zip
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -26,7 +43,7 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
-test: lint typecheck layers
+test: lint typecheck layers $(CHECKOV_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 unit: $(STAMP)
@@ -45,4 +62,4 @@ demo: $(STAMP)
 	$(BIN)/wsfleet demo $(DEMO_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,64 @@
+# Names and settings shared by several files. The literal values here are the ones the code
+# defines too; tests/infra/test_terraform_matches_code.py imports the code and compares.
+
+locals {
+  account_id = data.aws_caller_identity.current.account_id
+  region     = data.aws_region.current.id
+  partition  = data.aws_partition.current.partition
+
+  kms_key_arn  = var.kms_key_arn != null ? var.kms_key_arn : aws_kms_key.main[0].arn
+  service_name = var.name
+
+  # CloudWatch: the namespace and dimension the metrics adapter publishes under.
+  metrics_namespace = "WsFleet"
+  metrics_dimension = "ServiceName"
+
+  # The connections table's sharded, sparse orphan index (adapters/dynamodb/schema.py).
+  orphan_index_name          = "orphans-by-shard"
+  orphan_index_partition_key = "orphan_shard"
+  orphan_index_sort_key      = "available_at_ms"
+  ttl_attribute              = "expires_at"
+
+  # The hint queue (adapters/sqs/schema.py). The worker sends its own visibility timeout with
+  # every receive; the queue's is the fallback for other consumers.
+  dlq_suffix                 = "-dlq"
+  queue_visibility_timeout_s = 30
+  queue_receive_wait_s       = 20
+  queue_retention_s          = 3600
+  queue_max_receive_count    = 5
+
+  # The worker's health probe, run by the ECS container health check *inside* the container
+  # (and by the Dockerfile's HEALTHCHECK: the two strings must stay identical). Python's
+  # urllib is in the image already; a non-2xx answer or no answer raises, so the exit code is 1.
+  health_probe = "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('WSFLEET_HEALTH_PORT', '8080'), timeout=3)"
+
+  worker_image = var.worker_image != null ? var.worker_image : "${one(aws_ecr_repository.worker[*].repository_url)}:${var.worker_image_tag}"
+
+  # Settings both processes read; WSFLEET_ORPHAN_SHARDS in particular must be equal for both.
+  shared_environment = {
+    WSFLEET_REGION                 = local.region
+    WSFLEET_SERVICE_NAME           = local.service_name
+    WSFLEET_LOG_LEVEL              = var.log_level
+    WSFLEET_CONNECTIONS_TABLE      = aws_dynamodb_table.connections.name
+    WSFLEET_EVENTS_TABLE           = aws_dynamodb_table.events.name
+    WSFLEET_QUEUE_URL              = aws_sqs_queue.hints.url
+    WSFLEET_ORPHAN_SHARDS          = tostring(var.orphan_shards)
+    WSFLEET_ALLOWED_UPSTREAM_HOSTS = join(",", var.allowed_upstream_hosts)
+  }
+
+  worker_only_environment = {
+    WSFLEET_BACKEND                  = "aws"
+    WSFLEET_MESSAGES_TABLE           = aws_dynamodb_table.messages.name
+    WSFLEET_METRICS_NAMESPACE        = local.metrics_namespace
+    WSFLEET_HEALTH_PORT              = tostring(var.health_port)
+    WSFLEET_LEASE_MS                 = tostring(var.lease_ms)
+    WSFLEET_HEARTBEAT_INTERVAL_S     = tostring(var.heartbeat_interval_s)
+    WSFLEET_DESIRED_STATE_INTERVAL_S = tostring(var.desired_state_interval_s)
+    WSFLEET_RECONCILE_INTERVAL_S     = tostring(var.reconcile_interval_s)
+    WSFLEET_MAX_CONNECTIONS          = tostring(var.max_connections)
+    WSFLEET_SHUTDOWN_BUDGET_S        = tostring(var.shutdown_budget_s)
+  }
+
+  # The stack's own settings win over var.worker_extra_environment.
+  worker_environment = merge(var.worker_extra_environment, local.shared_environment, local.worker_only_environment)
+}
