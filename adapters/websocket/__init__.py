@@ -1,0 +1,20 @@
+"""The upstream port on WebSockets (websockets' asyncio client), with URL-credential redaction
+and the hook through which teams adapt it to their upstream."""
+
+from adapters.websocket.connector import WebSocketConnector, WebSocketStream
+from adapters.websocket.hooks import DefaultUpstreamHook, Send, UpstreamHook
+from adapters.websocket.options import WebSocketOptions
+from adapters.websocket.parsing import parse_json_message, with_resume
+from adapters.websocket.redact import redact_url
+
+__all__ = [
+    "DefaultUpstreamHook",
+    "Send",
+    "UpstreamHook",
+    "WebSocketConnector",
+    "WebSocketOptions",
+    "WebSocketStream",
+    "parse_json_message",
+    "redact_url",
+    "with_resume",
+]

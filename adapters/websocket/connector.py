@@ -1,0 +1,142 @@
+"""WebSocketConnector: the upstream port on websockets' asyncio client.
+
+One `open` is one connection attempt. There is no automatic reconnect (websockets'
+`async for ... in connect()` loop is not used): reconnecting with back-off is the worker's job,
+because it must keep renewing its lease, and give the connection up, while it retries.
+"""
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from adapters.websocket.errors import OPEN_ERRORS, closed_error, open_error
+from adapters.websocket.hooks import DefaultUpstreamHook, UpstreamHook
+from adapters.websocket.options import WebSocketOptions
+from adapters.websocket.parsing import with_resume
+from adapters.websocket.redact import (
+    RedactingLogger,
+    is_sensitive_name,
+    redact_text,
+    redact_url,
+    url_secrets,
+)
+from application.errors import UpstreamRejected
+from application.ports import UpstreamMessage
+
+_log = logging.getLogger(__name__)
+
+
+class _ConnectWithoutRedirects(connect):
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        # The URL policy vetted the host of this URL only: following a redirect could lead a
+        # worker to an internal address (SSRF). A 3xx is reported as a rejection instead.
+        return exc
+
+
+class WebSocketStream:
+    def __init__(
+        self,
+        ws: ClientConnection,
+        url: str,
+        parse: Callable[[str], UpstreamMessage | None],
+        options: WebSocketOptions,
+    ) -> None:
+        self._ws = ws
+        self._url = url
+        self._parse = parse
+        self._options = options
+
+    async def messages(self) -> AsyncIterator[UpstreamMessage]:
+        while True:
+            try:
+                raw = await self._ws.recv(decode=True)
+            except ConnectionClosed as exc:
+                error = closed_error(
+                    exc,
+                    self._url,
+                    self._options.normal_close_codes,
+                    self._options.rejected_close_codes,
+                )
+                if error is None:
+                    _log.debug("upstream %s ended the stream", redact_url(self._url))
+                    return
+                raise error from exc
+            except UnicodeDecodeError as exc:
+                raise UpstreamRejected(
+                    f"upstream {redact_url(self._url)} sent a binary frame that is not UTF-8 text"
+                ) from exc
+            try:
+                message = self._parse(raw)
+            except ValueError as exc:
+                raise UpstreamRejected(
+                    f"upstream {redact_url(self._url)} sent an unreadable message: {exc}"
+                ) from exc
+            if message is not None:
+                yield message
+
+
+class WebSocketConnector:
+    """Opens upstream streams; see WebSocketOptions for the settings and UpstreamHook for the
+    extension point (auth headers, a subscribe frame, the team's own message format)."""
+
+    def __init__(
+        self,
+        options: WebSocketOptions | None = None,
+        hook: UpstreamHook | None = None,
+    ) -> None:
+        self._options = options or WebSocketOptions()
+        self._hook: UpstreamHook = hook or DefaultUpstreamHook(
+            self._options.seq_field, self._options.data_field
+        )
+        self._ssl = self._options.build_ssl_context()
+
+    @asynccontextmanager
+    async def open(self, url: str, from_seq: int) -> AsyncIterator[WebSocketStream]:
+        options = self._options
+        try:
+            target = (
+                with_resume(url, options.resume_param, from_seq) if options.resume_param else url
+            )
+        except ValueError:  # urlsplit: a malformed host such as "[::1"
+            raise UpstreamRejected(f"upstream {redact_url(url)}: invalid URL") from None
+        headers = [*options.extra_headers, *self._hook.headers(url).items()]
+        secrets = url_secrets(target) + [v for k, v in headers if is_sensitive_name(k)]
+        tls: dict[str, Any] = {"ssl": self._ssl} if target.lower().startswith("wss:") else {}
+        try:
+            ws = await _ConnectWithoutRedirects(
+                target,
+                additional_headers=headers,
+                compression=options.compression,
+                open_timeout=options.open_timeout,
+                ping_interval=options.ping_interval,
+                ping_timeout=options.ping_timeout,
+                close_timeout=options.close_timeout,
+                max_size=options.max_size,
+                max_queue=options.max_queue,
+                user_agent_header=options.user_agent,
+                proxy=options.proxy,
+                logger=RedactingLogger(logging.getLogger("websockets.client"), secrets),
+                **tls,
+            )
+        except OPEN_ERRORS as exc:
+            error = open_error(exc, target)
+            _log.debug("%s", error)
+            # The library's message may quote the URL: chain it only when it holds no secret.
+            cause = exc if redact_text(str(exc), secrets) == str(exc) else None
+            raise error from cause
+        _log.debug("upstream %s connected from seq %d", redact_url(target), from_seq)
+        try:
+
+            async def send(text: str) -> None:
+                await ws.send(text)
+
+            # A closure here is reported by the first read, classified like any other.
+            with suppress(ConnectionClosed):
+                await self._hook.on_open(send, from_seq)
+            yield WebSocketStream(ws, target, self._hook.parse, options)
+        finally:
+            await ws.close()

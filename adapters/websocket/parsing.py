@@ -1,0 +1,42 @@
+"""The built-in message format and the resume URL.
+
+Messages: a JSON object with an integer seq field is a sequenced message; its data field is the
+payload (a string as is, anything else re-encoded as JSON), or the whole text when the object
+has no data field. Text that is not a JSON object, or has no seq (or a null one), is passed on
+whole with seq=None: the worker then numbers messages itself and cannot resume exactly.
+"""
+
+import json
+from urllib.parse import quote, unquote_plus, urlsplit, urlunsplit
+
+from application.ports import UpstreamMessage
+
+
+def parse_json_message(
+    raw: str, seq_field: str = "seq", data_field: str = "data"
+) -> UpstreamMessage:
+    """Raises ValueError when the seq field holds something other than a non-negative int."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return UpstreamMessage(seq=None, data=raw)
+    if not isinstance(body, dict):
+        return UpstreamMessage(seq=None, data=raw)
+    seq = body.get(seq_field)
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
+        raise ValueError(f"field {seq_field!r} is not a non-negative integer: {seq!r:.40}")
+    if data_field not in body:
+        return UpstreamMessage(seq=seq, data=raw)
+    data = body[data_field]
+    return UpstreamMessage(
+        seq=seq, data=data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    )
+
+
+def with_resume(url: str, param: str, from_seq: int) -> str:
+    """`url` asking for messages from `from_seq`: `param` is set (replaced if present) and the
+    rest of the query is kept byte for byte (pre-signed URLs sign the exact query string)."""
+    parts = urlsplit(url)
+    kept = [p for p in parts.query.split("&") if p and unquote_plus(p.partition("=")[0]) != param]
+    kept.append(f"{quote(param, safe='')}={from_seq}")
+    return urlunsplit(parts._replace(query="&".join(kept)))

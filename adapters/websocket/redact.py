@@ -1,0 +1,104 @@
+"""Keep credentials carried in upstream URLs out of logs and exception messages.
+
+Upstream URLs come from API callers and often carry credentials: `wss://user:pass@host/...`
+or `?token=...`, `?api_key=...`, pre-signed `X-Amz-Signature=...`. Every URL this adapter
+logs or puts in an exception goes through `redact_url`; any free text that may echo the URL
+(a library's error message) goes through `redact_text`. A secret inside a path segment
+(`/stream/<token>`) cannot be recognised: put credentials in a header (the hook) instead.
+"""
+
+import logging
+import re
+from collections.abc import Iterable, MutableMapping
+from typing import Any
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
+
+MASK = "***"
+# Query parameter names that carry credentials (substring match, case-insensitive).
+_SENSITIVE_NAME = re.compile(
+    r"token|key|secret|pass|pwd|auth|sig|credential|session|jwt|cookie", re.IGNORECASE
+)
+# Shorter values are not treated as secrets by `redact_text`: masking every "1" would garble
+# messages ("HTTP 401") and a secret that short protects nothing.
+_MIN_SECRET_LENGTH = 4
+
+
+def is_sensitive_name(name: str) -> bool:
+    return bool(_SENSITIVE_NAME.search(name))
+
+
+def redact_url(url: str) -> str:
+    """`url` with its userinfo, fragment and sensitive query values replaced by `***`."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid URL>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{MASK}@{netloc.rpartition('@')[2]}"
+    query = "&".join(_redact_pair(pair) for pair in parts.query.split("&")) if parts.query else ""
+    fragment = MASK if parts.fragment else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secret values in `url`, raw and percent-decoded, longest first."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    found: set[str] = set()
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rpartition("@")[0]
+        found.update({userinfo, *userinfo.split(":", 1)})
+    for pair in parts.query.split("&"):
+        name, sep, value = pair.partition("=")
+        if sep and is_sensitive_name(unquote_plus(name)):
+            found.add(value)
+    if parts.fragment:
+        found.add(parts.fragment)
+    decoded = {unquote_plus(s) for s in found}
+    return sorted(
+        (s for s in found | decoded if len(s) >= _MIN_SECRET_LENGTH), key=len, reverse=True
+    )
+
+
+def redact_text(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every occurrence of each secret replaced by `***`."""
+    for secret in secrets:
+        if len(secret) >= _MIN_SECRET_LENGTH:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def _redact_pair(pair: str) -> str:
+    name, sep, _ = pair.partition("=")
+    return f"{name}{sep}{MASK}" if sep and is_sensitive_name(unquote_plus(name)) else pair
+
+
+class RedactingLogger(logging.LoggerAdapter[logging.Logger]):
+    """Handed to websockets as its logger: at debug level websockets logs the request line
+    (with the query string) and every header (Authorization included)."""
+
+    def __init__(self, logger: logging.Logger, secrets: Iterable[str]) -> None:
+        super().__init__(logger, {})
+        self._secrets = sorted(set(secrets), key=len, reverse=True)
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
+        return redact_text(str(msg), self._secrets), kwargs
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        if not self.isEnabledFor(level):
+            return
+        # websockets logs headers as ("> %s: %s", name, value): mask sensitive header values.
+        if len(args) == 2 and isinstance(args[0], str) and _is_sensitive_header(args[0]):
+            args = (args[0], MASK)
+        args = tuple(redact_text(a, self._secrets) if isinstance(a, str) else a for a in args)
+        msg, kwargs = self.process(msg, kwargs)
+        self.logger.log(level, msg, *args, **kwargs)
+
+
+def _is_sensitive_header(name: str) -> bool:
+    return name.lower() in {"authorization", "proxy-authorization", "cookie"} or (
+        is_sensitive_name(name)
+    )
