@@ -1,5 +1,5 @@
-# The three tables of adapters/dynamodb/schema.py. Keys, the index and the TTL attribute are
-# checked against the code by tests/infra; capacity settings are this file's own.
+# The three tables of adapters/dynamodb/tables.py (built from schema.py). Keys, the index, its
+# projection and TTL are checked against that code by tests/infra; capacity is this file's own.
 
 locals {
   provisioned = var.billing_mode == "PROVISIONED"
@@ -39,13 +39,6 @@ resource "aws_dynamodb_table" "connections" {
     write_capacity  = local.provisioned ? local.capacity.orphan_index.write_min : null
   }
 
-  # Stopped connections carry expires_at (epoch seconds); DynamoDB deletes them lazily, and the
-  # code never relies on it (lease logic compares expiry times itself).
-  ttl {
-    attribute_name = local.ttl_attribute
-    enabled        = true
-  }
-
   point_in_time_recovery {
     enabled = var.point_in_time_recovery
   }
@@ -82,11 +75,6 @@ resource "aws_dynamodb_table" "events" {
     type = "N"
   }
 
-  ttl {
-    attribute_name = local.ttl_attribute
-    enabled        = true
-  }
-
   point_in_time_recovery {
     enabled = var.point_in_time_recovery
   }
@@ -119,7 +107,8 @@ resource "aws_dynamodb_table" "messages" {
     type = "N"
   }
 
-  # Messages are kept until their expires_at: the sink sets it from its retention.
+  # Only messages expire: the sink writes expires_at (epoch seconds) when a retention is set
+  # (var.message_retention_days). DynamoDB deletes expired items lazily, within about two days.
   ttl {
     attribute_name = local.ttl_attribute
     enabled        = true

@@ -46,21 +46,9 @@ resource "aws_ecs_cluster" "main" {
   }
 }
 
-resource "aws_ecs_task_definition" "worker" {
-  family                   = "${var.name}-worker"
-  requires_compatibilities = ["FARGATE"]
-  network_mode             = "awsvpc"
-  cpu                      = var.worker_cpu
-  memory                   = var.worker_memory
-  task_role_arn            = aws_iam_role.worker.arn
-  execution_role_arn       = aws_iam_role.worker_execution.arn
-
-  runtime_platform {
-    operating_system_family = "LINUX"
-    cpu_architecture        = var.worker_cpu_architecture
-  }
-
-  container_definitions = jsonencode([{
+locals {
+  # The worker's container definition (an object, so tests/infra can read its fields).
+  worker_container = {
     name                   = "worker"
     image                  = local.worker_image
     essential              = true
@@ -74,7 +62,7 @@ resource "aws_ecs_task_definition" "worker" {
       value = local.worker_environment[name]
     }]
     healthCheck = {
-      command     = ["CMD", "python", "-c", local.health_probe]
+      command     = local.health_check_command
       interval    = 15
       timeout     = 5
       retries     = 3
@@ -91,7 +79,24 @@ resource "aws_ecs_task_definition" "worker" {
         max-buffer-size = "4m"
       }
     }
-  }])
+  }
+}
+
+resource "aws_ecs_task_definition" "worker" {
+  family                   = "${var.name}-worker"
+  requires_compatibilities = ["FARGATE"]
+  network_mode             = "awsvpc"
+  cpu                      = var.worker_cpu
+  memory                   = var.worker_memory
+  task_role_arn            = aws_iam_role.worker.arn
+  execution_role_arn       = aws_iam_role.worker_execution.arn
+
+  runtime_platform {
+    operating_system_family = "LINUX"
+    cpu_architecture        = var.worker_cpu_architecture
+  }
+
+  container_definitions = jsonencode([local.worker_container])
 
   lifecycle {
     precondition {

@@ -19,18 +19,18 @@ locals {
   orphan_index_sort_key      = "available_at_ms"
   ttl_attribute              = "expires_at"
 
-  # The hint queue (adapters/sqs/schema.py). The worker sends its own visibility timeout with
-  # every receive; the queue's is the fallback for other consumers.
+  # The hint queue (adapters/sqs/schema.py). The worker sends its visibility timeout
+  # (WSFLEET_HINT_VISIBILITY_TIMEOUT_S, set to the same value) with every receive; the queue's
+  # own is the fallback for other consumers.
   dlq_suffix                 = "-dlq"
   queue_visibility_timeout_s = 30
   queue_receive_wait_s       = 20
   queue_retention_s          = 3600
   queue_max_receive_count    = 5
 
-  # The worker's health probe, run by the ECS container health check *inside* the container
-  # (and by the Dockerfile's HEALTHCHECK: the two strings must stay identical). Python's
-  # urllib is in the image already; a non-2xx answer or no answer raises, so the exit code is 1.
-  health_probe = "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('WSFLEET_HEALTH_PORT', '8080'), timeout=3)"
+  # The container health check, run by ECS *inside* the container (and by the Dockerfile's
+  # HEALTHCHECK, which must stay identical): exits 0 when the worker's /healthz answers 200.
+  health_check_command = ["CMD", "python", "-m", "entrypoints.worker.healthcheck"]
 
   worker_image = var.worker_image != null ? var.worker_image : "${one(aws_ecr_repository.worker[*].repository_url)}:${var.worker_image_tag}"
 
@@ -47,16 +47,18 @@ locals {
   }
 
   worker_only_environment = {
-    WSFLEET_BACKEND                  = "aws"
-    WSFLEET_MESSAGES_TABLE           = aws_dynamodb_table.messages.name
-    WSFLEET_METRICS_NAMESPACE        = local.metrics_namespace
-    WSFLEET_HEALTH_PORT              = tostring(var.health_port)
-    WSFLEET_LEASE_MS                 = tostring(var.lease_ms)
-    WSFLEET_HEARTBEAT_INTERVAL_S     = tostring(var.heartbeat_interval_s)
-    WSFLEET_DESIRED_STATE_INTERVAL_S = tostring(var.desired_state_interval_s)
-    WSFLEET_RECONCILE_INTERVAL_S     = tostring(var.reconcile_interval_s)
-    WSFLEET_MAX_CONNECTIONS          = tostring(var.max_connections)
-    WSFLEET_SHUTDOWN_BUDGET_S        = tostring(var.shutdown_budget_s)
+    WSFLEET_BACKEND                   = "aws"
+    WSFLEET_MESSAGES_TABLE            = aws_dynamodb_table.messages.name
+    WSFLEET_METRICS_NAMESPACE         = local.metrics_namespace
+    WSFLEET_HEALTH_PORT               = tostring(var.health_port)
+    WSFLEET_LEASE_MS                  = tostring(var.lease_ms)
+    WSFLEET_HEARTBEAT_INTERVAL_S      = tostring(var.heartbeat_interval_s)
+    WSFLEET_DESIRED_STATE_INTERVAL_S  = tostring(var.desired_state_interval_s)
+    WSFLEET_RECONCILE_INTERVAL_S      = tostring(var.reconcile_interval_s)
+    WSFLEET_MAX_CONNECTIONS           = tostring(var.max_connections)
+    WSFLEET_SHUTDOWN_BUDGET_S         = tostring(var.shutdown_budget_s)
+    WSFLEET_HINT_VISIBILITY_TIMEOUT_S = tostring(local.queue_visibility_timeout_s)
+    WSFLEET_MESSAGE_RETENTION_DAYS    = var.message_retention_days == null ? "" : tostring(var.message_retention_days) # empty: unset
   }
 
   # The stack's own settings win over var.worker_extra_environment.

@@ -80,6 +80,12 @@ variable "messages_table_name" {
   default     = "wsfleet-messages"
 }
 
+variable "message_retention_days" {
+  description = "Days after which stored messages expire (WSFLEET_MESSAGE_RETENTION_DAYS, DynamoDB TTL on the messages table); null keeps them."
+  type        = number
+  default     = null
+}
+
 variable "orphan_shards" {
   description = "Partitions of the orphan index (WSFLEET_ORPHAN_SHARDS); the same value goes to the router and the workers."
   type        = number

@@ -22,16 +22,10 @@ Grants = Mapping[str, tuple[str, ...]]
 
 WORKER: Grants = MappingProxyType(
     {
-        # get (read back after an unknown outcome), renew and release (UpdateItem), acquire
-        # and the other recorded transitions (transaction: Update here + Put of the event,
-        # ConditionCheck where a transaction only asserts the connection's state), desired-state
-        # checks (BatchGetItem).
-        CONNECTIONS: (
-            "dynamodb:BatchGetItem",
-            "dynamodb:ConditionCheckItem",
-            "dynamodb:GetItem",
-            "dynamodb:UpdateItem",
-        ),
+        # acquire, release and the other recorded transitions: GetItem, then a transaction of
+        # an Update here + a Put of each event; renew: UpdateItem; desired-state checks:
+        # BatchGetItem (see connection_store.py's docstring for the call of each operation).
+        CONNECTIONS: ("dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem"),
         ORPHAN_INDEX: ("dynamodb:Query",),  # reconciliation and next_available_at
         EVENTS: ("dynamodb:PutItem",),  # the ownership log, inside the transactions
         MESSAGES: ("dynamodb:BatchWriteItem",),  # the default message sink
