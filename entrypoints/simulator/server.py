@@ -72,7 +72,7 @@ class UpstreamSimulator:
             ssl=self._ssl,
         )
         self.host, self.port = self._server.sockets[0].getsockname()[:2]
-        _log.info("upstream simulator listening on %s", self.base_url)
+        _log.debug("upstream simulator listening on %s", self.base_url)
 
     async def stop(self) -> None:
         """Closes every subscriber with 1001 (going away) and stops listening."""
@@ -255,17 +255,10 @@ class UpstreamSimulator:
                     ws.transport.abort()
                     return
                 due = stream.due(now)
-                while record.next_seq <= due:
-                    await ws.send(stream.message(record.next_seq, sub.pad))
-                    if record.first_seq is None:
-                        record.first_seq = record.next_seq
-                    record.last_seq = record.next_seq
-                    record.next_seq += 1
-                    record.sent += 1
-                    stream.sent += 1
-                    if record.sent % _YIELD_EVERY == 0:
-                        await asyncio.sleep(0)
-                if stream.finished(now):
+                if record.next_seq <= due:
+                    await self._send_due(ws, stream, record, due, sub.pad)
+                    continue  # look at the clock again: more may be due, or the stream ended
+                if stream.finished(now):  # everything due at `now` was sent and no more will be
                     record.server_action = "end"
                     await ws.close(1000, "stream ended")
                     return
@@ -276,3 +269,18 @@ class UpstreamSimulator:
                 with suppress(TimeoutError):
                     async with asyncio.timeout(max(0.0, wake - time.monotonic()) + 1e-4):
                         await stream.ended.wait()
+
+    @staticmethod
+    async def _send_due(
+        ws: ServerConnection, stream: SimulatedStream, record: ConnectionRecord, due: int, pad: int
+    ) -> None:
+        while record.next_seq <= due:
+            await ws.send(stream.message(record.next_seq, pad))
+            if record.first_seq is None:
+                record.first_seq = record.next_seq
+            record.last_seq = record.next_seq
+            record.next_seq += 1
+            record.sent += 1
+            stream.sent += 1
+            if record.sent % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a long replay must not starve other subscribers

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.http11 import Request, Response
 
 from adapters.websocket import (
     DefaultUpstreamHook,
@@ -146,6 +148,24 @@ async def test_unreachable_upstream_is_unavailable(simulator: UpstreamSimulator)
 async def test_invalid_url_is_rejected(url: str) -> None:
     with pytest.raises(UpstreamRejected, match="invalid URL"):
         await read(WebSocketConnector(), url, 1, count=1)
+
+
+async def test_redirects_are_not_followed(simulator: UpstreamSimulator) -> None:
+    """GIVEN an upstream answering 302 towards another host (here: the simulator)
+    THEN the connector reports a rejection and never connects there: the URL policy vetted
+    only the first host, so a redirect could reach an internal address."""
+
+    def redirect(ws: ServerConnection, request: Request) -> Response:
+        response = ws.respond(302, "moved\n")
+        response.headers["Location"] = simulator.url("target")
+        return response
+
+    async with serve(lambda ws: ws.wait_closed(), "127.0.0.1", 0, process_request=redirect) as srv:
+        port = srv.sockets[0].getsockname()[1]
+        with pytest.raises(UpstreamRejected, match="HTTP 302"):
+            await read(WebSocketConnector(), f"ws://127.0.0.1:{port}/x", 1, count=1)
+
+    assert simulator.records() == {}
 
 
 async def test_message_larger_than_max_size_is_rejected(simulator: UpstreamSimulator) -> None:
