@@ -15,6 +15,8 @@ Messages table: pk = "CONN#<id>", sk = seq (number), idempotent per (connection,
 
 import zlib
 
+import attrs
+
 CONNECTION_KEY_PREFIX = "CONN#"
 PK = "pk"
 SK = "sk"
@@ -42,6 +44,16 @@ DEFAULT_CONNECTIONS_TABLE = "wsfleet-connections"
 DEFAULT_EVENTS_TABLE = "wsfleet-connection-events"
 DEFAULT_MESSAGES_TABLE = "wsfleet-messages"
 
+
+@attrs.frozen
+class TableNames:
+    """The three table names of one deployment (each configurable)."""
+
+    connections: str = DEFAULT_CONNECTIONS_TABLE
+    events: str = DEFAULT_EVENTS_TABLE
+    messages: str = DEFAULT_MESSAGES_TABLE
+
+
 # Events and messages tables.
 EVENT_TYPE = "event_type"
 EVENT_BODY = "event"
@@ -49,7 +61,9 @@ MESSAGE_DATA = "message_data"
 TIMESTAMP_MS = "timestamp_ms"
 WORKER_ID = "worker_id"
 FENCING_TOKEN = "lease_token"
-EXPIRES_AT = "expires_at"  # epoch seconds, DynamoDB TTL attribute (messages, stopped items)
+# Epoch seconds, the messages table's TTL attribute. Connection items never expire: deleting a
+# stopped one would restart its fencing token at 0 on the next START, and tokens must never repeat.
+EXPIRES_AT = "expires_at"
 
 
 def connection_key(connection_id: str) -> str:

@@ -1,0 +1,638 @@
+"""DynamoDbConnectionStore: the connection store port on DynamoDB, over an injected aioboto3
+low-level client (opened and closed by the composition root, one per process).
+
+How each operation maps to DynamoDB, and what it costs (on-demand units; an item here is well
+under 1 KB, so one write = 1 WCU, one strongly consistent read = 1 RCU, one eventually
+consistent read = 0.5 RCU; transactional writes cost 2x):
+
+- start / stop / try_acquire / release / end_stream / report_upstream_failure: read the item
+  (GetItem, consistent: 1 RCU), run `domain.decide` (so the events, versions and refusals are
+  exactly the domain's), then ONE TransactWriteItems: an Update of the state item conditioned on
+  the domain's precondition and the version read, plus a Put of each ownership event into the
+  events table (2 x 2 WCU = 4 WCU, 6 with three events). Losing a race cancels the transaction;
+  the cancellation carries the current item (ALL_OLD), so the adapter re-decides without
+  another read, within `max_attempts`. A refusal of try_acquire costs only the read.
+- renew (the heartbeat, by far the most frequent write): ONE conditional UpdateItem, 1 WCU, no
+  read and no event-log write. Logging a renewal would add 4 WCU per heartbeat per connection
+  (a transaction, twice the price) to tell nobody anything the state item does not: who holds
+  the lease and until when. Checkpoints ride on renewals for the same reason. A refusal returns
+  the refusing item for free (ReturnValuesOnConditionCheckFailure=ALL_OLD).
+- get: GetItem, consistent, 1 RCU. history: Query on the events table, consistent.
+- iter_orphans / next_available_at: Queries on the sharded orphan index, one per shard
+  (0.5 RCU each at least). GSIs are eventually consistent: moto updates them synchronously, real
+  GSIs lag by up to about a second, so an orphan may be listed after someone took it, or show up
+  a little late. Correctness never rests on the index: the acquire re-reads the item and its
+  condition re-checks everything.
+- desired_states: BatchGetItem, 100 keys per call, projection of the key and desired state,
+  eventually consistent (0.5 RCU per key; a STOP is honoured up to a second later).
+- list_connections: a Scan (operators only; reads the whole table's items up to `limit`).
+
+Time comes from the caller (`now_ms`): leases compare the callers' clocks, as in the article.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+from botocore.exceptions import ClientError
+
+from adapters.dynamodb import backoff, conditions, schema
+from adapters.dynamodb.errors import (
+    CONDITION_FAILED,
+    REASON_CONDITION_FAILED,
+    REASON_CONFLICT,
+    REASON_NONE,
+    REASON_THROTTLED,
+    TRANSACTION_CANCELED,
+    TRANSACTION_CONFLICT,
+    cancellation_reasons,
+    error_code,
+    failed_item,
+    unavailable_as,
+)
+from adapters.dynamodb.expressions import Expression, name, request_args, set_state
+from adapters.dynamodb.items import (
+    connection_from_item,
+    event_from_item,
+    event_to_item,
+    key,
+    n,
+    s,
+)
+from adapters.dynamodb.schema import TableNames
+from application.errors import ConfigurationError, StoreUnavailable
+from application.ports.store import RenewResult, StartResult
+from domain import (
+    Acquire,
+    Command,
+    Connection,
+    DesiredState,
+    DomainError,
+    EndStream,
+    Event,
+    InvalidTransition,
+    Release,
+    Renew,
+    ReportUpstreamFailure,
+    Start,
+    Stop,
+    decide,
+    fold,
+    is_ownership_event,
+    validate_connection_id,
+)
+
+if TYPE_CHECKING:
+    from types_aiobotocore_dynamodb.client import DynamoDBClient
+
+log = logging.getLogger(__name__)
+
+BATCH_GET_KEYS = 100  # BatchGetItem's limit per call
+_BATCH_CONCURRENCY = 4  # BatchGetItem calls in flight for one desired_states
+_CHECKPOINT_CACHE_LIMIT = 100_000
+
+
+@attrs.frozen
+class _Raced:
+    """The transaction lost: `current` is the item that refused it, if the response had it."""
+
+    current: Connection | None
+    known: bool  # False: re-read the item
+    conflict: bool  # TransactionConflict: another transaction was in flight on the item
+
+
+class DynamoDbConnectionStore:
+    """See the module docstring. `shards` must be equal in every process of a deployment."""
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        *,
+        tables: TableNames | None = None,
+        shards: int = schema.DEFAULT_ORPHAN_SHARDS,
+        max_attempts: int = 8,
+        retry_base_s: float = 0.02,
+        retry_cap_s: float = 1.0,
+    ) -> None:
+        if not 1 <= shards <= 100:
+            raise ConfigurationError(f"orphan index shards must be 1-100, got {shards}")
+        if max_attempts < 1:
+            raise ConfigurationError(f"max_attempts must be at least 1, got {max_attempts}")
+        self._client = client
+        self._tables = tables or TableNames()
+        self._shards = shards
+        self._max_attempts = max_attempts
+        self._retry_base_s = retry_base_s
+        self._retry_cap_s = retry_cap_s
+        # (connection id, token) -> the checkpoint this process last stored under that token.
+        # Only the token's holder writes checkpoints while the token is current, so this is the
+        # stored value unless the lease was lost, in which case the condition fails anyway.
+        self._checkpoints: dict[tuple[str, int], int] = {}
+        self.operations: dict[str, int] = {}  # port operation -> count (as the memory store)
+        self.requests: dict[str, int] = {}  # DynamoDB API call -> count (the bill's driver)
+
+    # --- ownership-changing operations: read, decide, one transaction -------------------------
+
+    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> StartResult:
+        conn, changed = await self._apply(Start(connection_id, ws_url), now_ms, "start")
+        return StartResult(conn, changed)
+
+    async def stop(self, connection_id: str, now_ms: int) -> Connection:
+        return (await self._apply(Stop(connection_id), now_ms, "stop"))[0]
+
+    async def try_acquire(
+        self, connection_id: str, worker_id: str, lease_ms: int, now_ms: int
+    ) -> Connection | None:
+        try:
+            conn, _ = await self._apply(
+                Acquire(connection_id, worker_id, lease_ms), now_ms, "try_acquire"
+            )
+        except DomainError:
+            return None  # unknown, stopped, held or backing off: not ours to take
+        self._remember_checkpoint(conn)
+        return conn
+
+    async def release(
+        self, connection_id: str, worker_id: str, token: int, checkpoint_seq: int, now_ms: int
+    ) -> Connection:
+        cmd = Release(connection_id, worker_id, token, checkpoint_seq)
+        return await self._end_lease(cmd, now_ms, "release")
+
+    async def end_stream(
+        self, connection_id: str, worker_id: str, token: int, checkpoint_seq: int, now_ms: int
+    ) -> Connection:
+        cmd = EndStream(connection_id, worker_id, token, checkpoint_seq)
+        return await self._end_lease(cmd, now_ms, "end_stream")
+
+    async def report_upstream_failure(
+        self,
+        connection_id: str,
+        worker_id: str,
+        token: int,
+        checkpoint_seq: int,
+        not_before_ms: int,
+        reason: str,
+        now_ms: int,
+    ) -> Connection:
+        cmd = ReportUpstreamFailure(
+            connection_id, worker_id, token, checkpoint_seq, not_before_ms, reason
+        )
+        return await self._end_lease(cmd, now_ms, "report_upstream_failure")
+
+    async def _end_lease(
+        self, cmd: Release | EndStream | ReportUpstreamFailure, now_ms: int, op: str
+    ) -> Connection:
+        try:
+            return (await self._apply(cmd, now_ms, op))[0]
+        finally:  # released, or lost: either way this token will not checkpoint again
+            self._checkpoints.pop((cmd.connection_id, cmd.token), None)
+
+    async def _apply(self, command: Command, now_ms: int, op: str) -> tuple[Connection, bool]:
+        """Read, decide, write conditionally; on a lost race decide again on what won."""
+        self._count(op)
+        validate_connection_id(command.connection_id)  # before it becomes a key
+        state = await self._read(command.connection_id, op)
+        for attempt in range(self._max_attempts):
+            events = decide(state, command, now_ms)  # refusals propagate as DomainErrors
+            if not events:
+                assert state is not None  # decide only returns no events for existing ones
+                return state, False
+            new_state = fold(events, state)
+            assert new_state is not None
+            raced = await self._commit(command, state, new_state, events, now_ms, op)
+            if raced is None:
+                return new_state, True
+            if raced.conflict:
+                await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
+            if raced.known:
+                state = raced.current
+            else:
+                state = await self._read(command.connection_id, op)
+        raise StoreUnavailable(
+            f"{op} of {command.connection_id!r} gave up after {self._max_attempts} attempts: "
+            "the item kept changing under it"
+        )
+
+    async def _commit(
+        self,
+        command: Command,
+        state: Connection | None,
+        new_state: Connection,
+        events: Sequence[Event],
+        now_ms: int,
+        op: str,
+    ) -> _Raced | None:
+        """One TransactWriteItems: the state item's update and the ownership events' puts."""
+        update = {
+            "TableName": self._tables.connections,
+            "Key": key(command.connection_id),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **request_args(
+                condition=conditions.precondition(command, state, now_ms),
+                update=set_state(new_state, self._shards, state),
+            ),
+        }
+        pk_name, pk_names = name(schema.PK)
+        puts = [
+            {
+                "Put": {
+                    "TableName": self._tables.events,
+                    "Item": event_to_item(event),
+                    # The log is append-only: a version is written once.
+                    "ConditionExpression": f"attribute_not_exists({pk_name})",
+                    "ExpressionAttributeNames": pk_names,
+                }
+            }
+            for event in events
+            if is_ownership_event(event)
+        ]
+        transact_items: list[Any] = [{"Update": update}, *puts]
+        self._request("TransactWriteItems")
+        try:
+            with unavailable_as(StoreUnavailable, op):
+                await self._client.transact_write_items(TransactItems=transact_items)
+        except ClientError as exc:
+            if error_code(exc) == TRANSACTION_CONFLICT:
+                return _Raced(None, known=False, conflict=True)
+            if error_code(exc) != TRANSACTION_CANCELED:
+                raise
+            return self._raced(exc, command, op)
+        return None
+
+    def _raced(self, exc: ClientError, command: Command, op: str) -> _Raced:
+        reasons = [reason.get("Code", REASON_NONE) for reason in cancellation_reasons(exc)]
+        if any(code in REASON_THROTTLED for code in reasons):
+            raise StoreUnavailable(f"DynamoDB {op} throttled: {reasons}") from exc
+        if reasons and reasons[0] == REASON_CONDITION_FAILED:
+            item = cancellation_reasons(exc)[0].get("Item")
+            if item:
+                return _Raced(connection_from_item(item), known=True, conflict=False)
+            return _Raced(None, known=False, conflict=False)
+        if REASON_CONFLICT in reasons:
+            return _Raced(None, known=False, conflict=True)
+        if REASON_CONDITION_FAILED in reasons[1:]:
+            # The state item passed its version check yet an event of that version is already
+            # logged: the log is ahead of the state (edited by hand, or restored from a backup).
+            raise InvalidTransition(
+                f"the event log of {command.connection_id!r} already holds a version the state "
+                f"item has not reached ({reasons}); repair the tables before retrying"
+            ) from exc
+        raise exc
+
+    # --- renew: one conditional UpdateItem -----------------------------------------------------
+
+    async def renew(
+        self,
+        connection_id: str,
+        worker_id: str,
+        token: int,
+        lease_ms: int,
+        checkpoint_seq: int,
+        now_ms: int,
+    ) -> RenewResult:
+        self._count("renew")
+        cmd = Renew(connection_id, worker_id, token, lease_ms, checkpoint_seq)
+        try:
+            validate_connection_id(connection_id)
+        except DomainError:
+            return RenewResult(False, None)  # such an item cannot exist
+        stored_seq = self._checkpoints.get((connection_id, token))
+        if lease_ms <= 0 or stored_seq is None or checkpoint_seq < stored_seq:
+            # Unknown checkpoint (another process acquired, or this one restarted), or a request
+            # the domain will refuse anyway: decide on a fresh read.
+            return await self._renew_exact(cmd, await self._read(connection_id, "renew"), now_ms)
+        return await self._renew_fast(cmd, stored_seq, now_ms)
+
+    async def _renew_fast(self, cmd: Renew, stored_seq: int, now_ms: int) -> RenewResult:
+        """The heartbeat: no read, one write. The domain's renew sets the expiry to
+        max(current, now + lease); an update expression has no max, so the write sets
+        now + lease on condition that the current expiry is not later (then the max IS
+        now + lease). A renew asking for less than remains (a shorter lease_ms than before)
+        fails that part only, and is redone exactly below from the refusing item.
+        `available_at_ms` = max(expiry, not_before) = the new expiry, because a held lease was
+        acquired after its back-off ended (`not_before < acquire time <= expiry`); the
+        condition states it rather than trusting it.
+        The checkpoint part pins the stored checkpoint to the cached one, so the version step
+        (+1 LeaseRenewed, +2 with Checkpointed) and the failure reset are the domain's exactly."""
+        expires = now_ms + cmd.lease_ms
+        advanced = cmd.checkpoint_seq > stored_seq
+        condition = (
+            conditions.held_by(cmd.worker_id, cmd.token, now_ms)
+            & conditions.checkpoint_is(stored_seq)
+            & conditions.expiry_at_most(expires)
+            & conditions.back_off_at_most(expires)
+        )
+        update = _renew_update(expires, now_ms, cmd.checkpoint_seq if advanced else None)
+        for attempt in range(self._max_attempts):
+            try:
+                response = await self._update(cmd.connection_id, condition, update, "ALL_NEW")
+            except _ConditionFailed as refused:
+                return await self._renew_exact(cmd, refused.current, now_ms)
+            except _Conflict:
+                await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
+                continue
+            conn = connection_from_item(response)
+            self._remember_checkpoint(conn)
+            return RenewResult(True, conn)
+        raise StoreUnavailable(f"renew of {cmd.connection_id!r}: transaction conflicts persisted")
+
+    async def _renew_exact(self, cmd: Renew, state: Connection | None, now_ms: int) -> RenewResult:
+        """Decide on a known state and write its result conditioned on its version."""
+        for attempt in range(self._max_attempts):
+            try:
+                events = decide(state, cmd, now_ms)
+            except DomainError:
+                self._checkpoints.pop((cmd.connection_id, cmd.token), None)
+                return RenewResult(False, state)
+            new_state = fold(events, state)
+            assert new_state is not None
+            condition = conditions.precondition(cmd, state, now_ms)
+            try:
+                await self._update(
+                    cmd.connection_id, condition, set_state(new_state, self._shards, state), "NONE"
+                )
+            except _ConditionFailed as refused:
+                state = refused.current
+                continue
+            except _Conflict:
+                await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
+                state = await self._read(cmd.connection_id, "renew")
+                continue
+            self._remember_checkpoint(new_state)
+            return RenewResult(True, new_state)
+        raise StoreUnavailable(
+            f"renew of {cmd.connection_id!r} gave up after {self._max_attempts} attempts"
+        )
+
+    async def _update(
+        self,
+        connection_id: str,
+        condition: Expression,
+        update: Expression,
+        returns: Literal["ALL_NEW", "NONE"],
+    ) -> Mapping[str, Any]:
+        self._request("UpdateItem")
+        try:
+            with unavailable_as(StoreUnavailable, "renew"):
+                response = await self._client.update_item(
+                    TableName=self._tables.connections,
+                    Key=key(connection_id),
+                    ReturnValues=returns,
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    **request_args(condition=condition, update=update),
+                )
+        except ClientError as exc:
+            if error_code(exc) == CONDITION_FAILED:
+                item = failed_item(exc)
+                raise _ConditionFailed(connection_from_item(item) if item else None) from None
+            if error_code(exc) == TRANSACTION_CONFLICT:
+                raise _Conflict from None
+            raise
+        return response.get("Attributes", {})
+
+    def _remember_checkpoint(self, conn: Connection) -> None:
+        if len(self._checkpoints) >= _CHECKPOINT_CACHE_LIMIT:
+            # Entries leave on release and on refusal; this only bounds leaks from leases that
+            # were abandoned without either (the oldest go first, and cost one read if needed).
+            del self._checkpoints[next(iter(self._checkpoints))]
+        self._checkpoints[(conn.connection_id, conn.token)] = conn.checkpoint_seq
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    async def get(self, connection_id: str) -> Connection | None:
+        self._count("get")
+        try:
+            validate_connection_id(connection_id)
+        except DomainError:
+            return None
+        return await self._read(connection_id, "get")
+
+    async def _read(self, connection_id: str, op: str) -> Connection | None:
+        self._request("GetItem")
+        with unavailable_as(StoreUnavailable, op):
+            response = await self._client.get_item(
+                TableName=self._tables.connections, Key=key(connection_id), ConsistentRead=True
+            )
+        item = response.get("Item")
+        return connection_from_item(item) if item else None
+
+    async def iter_orphans(
+        self, now_ms: int, page_size: int
+    ) -> AsyncIterator[Sequence[Connection]]:
+        """All shards are queried concurrently, each paged with its LastEvaluatedKey; at most
+        one page per shard is held at a time, so memory stays bounded by shards x page_size."""
+        self._count("iter_orphans")
+        if page_size < 1:
+            raise ValueError(f"page_size must be positive, got {page_size}")
+        pending: dict[str, Mapping[str, Any] | None] = dict.fromkeys(
+            schema.all_orphan_shards(self._shards)
+        )
+        buffer: list[Connection] = []
+        while pending:
+            shards = list(pending)
+            pages = await asyncio.gather(
+                *(self._orphan_page(shard, pending[shard], now_ms, page_size) for shard in shards)
+            )
+            pending = {}
+            for shard, (found, last_key) in zip(shards, pages, strict=True):
+                buffer.extend(found)
+                if last_key:
+                    pending[shard] = last_key
+            while len(buffer) >= page_size:
+                yield buffer[:page_size]
+                del buffer[:page_size]
+        if buffer:
+            yield buffer
+
+    async def _orphan_page(
+        self, shard: str, start: Mapping[str, Any] | None, now_ms: int, limit: int
+    ) -> tuple[list[Connection], Mapping[str, Any] | None]:
+        shard_name, shard_names = name(schema.ORPHAN_SHARD)
+        available, available_names = name(schema.AVAILABLE_AT_MS)
+        extra: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
+        self._request("Query")
+        with unavailable_as(StoreUnavailable, "iter_orphans"):
+            response = await self._client.query(
+                TableName=self._tables.connections,
+                IndexName=schema.ORPHAN_INDEX,
+                KeyConditionExpression=f"{shard_name} = :shard AND {available} < :now",
+                ExpressionAttributeNames={**shard_names, **available_names},
+                ExpressionAttributeValues={":shard": s(shard), ":now": n(now_ms)},
+                Limit=limit,
+                **extra,
+            )
+        found = [connection_from_item(item) for item in response.get("Items", [])]
+        return found, response.get("LastEvaluatedKey")
+
+    async def next_available_at(self, now_ms: int) -> int | None:
+        """The first index entry at or after now, per shard (Limit 1), then the minimum."""
+        self._count("next_available_at")
+        shard_name, shard_names = name(schema.ORPHAN_SHARD)
+        available, available_names = name(schema.AVAILABLE_AT_MS)
+
+        async def first(shard: str) -> int | None:
+            self._request("Query")
+            with unavailable_as(StoreUnavailable, "next_available_at"):
+                response = await self._client.query(
+                    TableName=self._tables.connections,
+                    IndexName=schema.ORPHAN_INDEX,
+                    KeyConditionExpression=f"{shard_name} = :shard AND {available} >= :now",
+                    ExpressionAttributeNames={**shard_names, **available_names},
+                    ExpressionAttributeValues={":shard": s(shard), ":now": n(now_ms)},
+                    ProjectionExpression=available,
+                    ScanIndexForward=True,
+                    Limit=1,
+                )
+            items = response.get("Items", [])
+            return int(items[0][schema.AVAILABLE_AT_MS]["N"]) if items else None
+
+        found = await asyncio.gather(*(first(sh) for sh in schema.all_orphan_shards(self._shards)))
+        return min((t for t in found if t is not None), default=None)
+
+    async def desired_states(self, connection_ids: Sequence[str]) -> Mapping[str, DesiredState]:
+        self._count("desired_states")
+        wanted = list(dict.fromkeys(cid for cid in connection_ids if _valid_id(cid)))
+        limit = asyncio.Semaphore(_BATCH_CONCURRENCY)
+
+        async def chunk(ids: Sequence[str]) -> dict[str, DesiredState]:
+            async with limit:
+                return await self._desired_chunk(ids)
+
+        result: dict[str, DesiredState] = {}
+        for part in await asyncio.gather(
+            *(chunk(wanted[i : i + BATCH_GET_KEYS]) for i in range(0, len(wanted), BATCH_GET_KEYS))
+        ):
+            result.update(part)
+        return result
+
+    async def _desired_chunk(self, ids: Sequence[str]) -> dict[str, DesiredState]:
+        table = self._tables.connections
+        pk_name, pk_names = name(schema.PK)
+        state_name, state_names = name(schema.DESIRED_STATE)
+        keys: list[Any] = [key(cid) for cid in ids]
+        found: dict[str, DesiredState] = {}
+        for attempt in range(self._max_attempts):
+            self._request("BatchGetItem")
+            with unavailable_as(StoreUnavailable, "desired_states"):
+                response = await self._client.batch_get_item(
+                    RequestItems={
+                        table: {
+                            "Keys": keys,
+                            "ProjectionExpression": f"{pk_name}, {state_name}",
+                            "ExpressionAttributeNames": {**pk_names, **state_names},
+                        }
+                    }
+                )
+            for item in response.get("Responses", {}).get(table, []):
+                cid = schema.connection_id_of(item[schema.PK]["S"])
+                found[cid] = DesiredState(item[schema.DESIRED_STATE]["S"])
+            unprocessed = response.get("UnprocessedKeys", {}).get(table)
+            keys = list(unprocessed["Keys"]) if unprocessed else []
+            if not keys:
+                return found
+            await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
+        raise StoreUnavailable(
+            f"DynamoDB desired_states: {len(keys)} keys still unprocessed after "
+            f"{self._max_attempts} attempts"
+        )
+
+    async def history(self, connection_id: str) -> Sequence[Event]:
+        self._count("history")
+        if not _valid_id(connection_id):
+            return []
+        pk_name, pk_names = name(schema.PK)
+        events: list[Event] = []
+        start: Mapping[str, Any] | None = None
+        while True:
+            extra: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
+            self._request("Query")
+            with unavailable_as(StoreUnavailable, "history"):
+                response = await self._client.query(
+                    TableName=self._tables.events,
+                    KeyConditionExpression=f"{pk_name} = :pk",
+                    ExpressionAttributeNames=pk_names,
+                    ExpressionAttributeValues={":pk": s(schema.connection_key(connection_id))},
+                    ConsistentRead=True,
+                    ScanIndexForward=True,  # by version
+                    **extra,
+                )
+            events.extend(event_from_item(item) for item in response.get("Items", []))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                return events
+
+    async def list_connections(self, limit: int = 1000) -> Sequence[Connection]:
+        """Up to `limit` connections sorted by id. A Scan has no order: with more than `limit`
+        connections in the table, which ones are listed is arbitrary (they are still sorted)."""
+        found: list[Connection] = []
+        start: Mapping[str, Any] | None = None
+        while len(found) < limit:
+            extra: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
+            self._request("Scan")
+            with unavailable_as(StoreUnavailable, "list_connections"):
+                response = await self._client.scan(
+                    TableName=self._tables.connections,
+                    Limit=min(limit - len(found), 1000),
+                    ConsistentRead=True,
+                    **extra,
+                )
+            found.extend(connection_from_item(item) for item in response.get("Items", []))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        return sorted(found, key=lambda c: c.connection_id)[:limit]
+
+    # --- accounting ----------------------------------------------------------------------------
+
+    def _count(self, op: str) -> None:
+        self.operations[op] = self.operations.get(op, 0) + 1
+
+    def _request(self, api: str) -> None:
+        self.requests[api] = self.requests.get(api, 0) + 1
+
+
+class _ConditionFailed(Exception):
+    """An UpdateItem's condition refused it; `current` is the refusing item (ALL_OLD)."""
+
+    def __init__(self, current: Connection | None) -> None:
+        super().__init__("conditional check failed")
+        self.current = current
+
+
+class _Conflict(Exception):
+    """A transaction was in flight on the item (TransactionConflictException)."""
+
+
+def _renew_update(expires_at_ms: int, now_ms: int, new_seq: int | None) -> Expression:
+    """LeaseRenewed (+1 version), plus Checkpointed (+1, failures cleared) when `new_seq`."""
+    parts = {
+        schema.LEASE_EXPIRES_AT_MS: ":expires",
+        schema.AVAILABLE_AT_MS: ":expires",
+        schema.UPDATED_AT_MS: ":now",
+    }
+    values = {":expires": n(expires_at_ms), ":now": n(now_ms), ":steps": n(1)}
+    if new_seq is not None:
+        parts |= {schema.LAST_SEQ: ":seq", schema.FAILURES: ":zero"}
+        values |= {":seq": n(new_seq), ":zero": n(0), ":steps": n(2)}
+    names: dict[str, str] = {}
+    sets = []
+    for attribute, value in parts.items():
+        placeholder, mapping = name(attribute)
+        names |= mapping
+        sets.append(f"{placeholder} = {value}")
+    version, mapping = name(schema.VERSION)
+    names |= mapping
+    sets.append(f"{version} = {version} + :steps")
+    return Expression("SET " + ", ".join(sets), names, values)
+
+
+def _valid_id(connection_id: str) -> bool:
+    try:
+        validate_connection_id(connection_id)
+    except DomainError:
+        return False
+    return True

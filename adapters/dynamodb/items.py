@@ -1,0 +1,119 @@
+"""The one mapping between DynamoDB items (the low-level client's {"S": ...}/{"N": "..."}
+attribute values) and domain values, each way. Nothing else in the adapters builds items."""
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from adapters.dynamodb import schema
+from application.ports.sink import StoredMessage
+from domain import NO_OWNER, Connection, DesiredState, Event, StopReason
+from domain.codec import event_from_dict, event_to_dict
+
+AttributeValue = dict[str, Any]
+Item = dict[str, AttributeValue]
+StoredItem = Mapping[str, Mapping[str, Any]]  # an item as a response returns it
+
+
+def s(value: str) -> AttributeValue:
+    return {"S": value}
+
+
+def n(value: int) -> AttributeValue:
+    return {"N": str(value)}
+
+
+def key(connection_id: str) -> Item:
+    return {schema.PK: s(schema.connection_key(connection_id))}
+
+
+def connection_to_item(conn: Connection, shards: int) -> Item:
+    """Every attribute of the state item. `orphan_shard` only while STARTED, so that stopped
+    connections drop out of the (sparse) orphan index; `stop_reason` only when there is one."""
+    item: Item = {
+        schema.PK: s(schema.connection_key(conn.connection_id)),
+        schema.VERSION: n(conn.version),
+        schema.DESIRED_STATE: s(conn.desired_state.value),
+        schema.WS_URL: s(conn.ws_url),
+        schema.LEASE_OWNER: s(conn.owner),
+        schema.LEASE_TOKEN: n(conn.token),
+        schema.LEASE_EXPIRES_AT_MS: n(conn.expires_at_ms),
+        schema.LAST_SEQ: n(conn.checkpoint_seq),
+        schema.FAILURES: n(conn.failures),
+        schema.NOT_BEFORE_MS: n(conn.not_before_ms),
+        schema.UPDATED_AT_MS: n(conn.updated_at_ms),
+        schema.AVAILABLE_AT_MS: n(conn.available_at_ms),
+    }
+    if conn.stop_reason is not None:
+        item[schema.STOP_REASON] = s(conn.stop_reason.value)
+    if conn.desired_state is DesiredState.STARTED:
+        item[schema.ORPHAN_SHARD] = s(schema.orphan_shard(conn.connection_id, shards))
+    return item
+
+
+# The attributes `connection_to_item` may leave out; an update REMOVEs them when absent.
+OPTIONAL_STATE_ATTRIBUTES = (schema.STOP_REASON, schema.ORPHAN_SHARD)
+
+
+def connection_from_item(item: StoredItem) -> Connection:
+    stop_reason = item.get(schema.STOP_REASON)
+    return Connection(
+        connection_id=schema.connection_id_of(item[schema.PK]["S"]),
+        version=_int(item, schema.VERSION),
+        desired_state=DesiredState(item[schema.DESIRED_STATE]["S"]),
+        ws_url=item[schema.WS_URL]["S"],
+        owner=item.get(schema.LEASE_OWNER, {}).get("S", NO_OWNER),
+        token=_int(item, schema.LEASE_TOKEN),
+        expires_at_ms=_int(item, schema.LEASE_EXPIRES_AT_MS),
+        checkpoint_seq=_int(item, schema.LAST_SEQ),
+        failures=_int(item, schema.FAILURES),
+        not_before_ms=_int(item, schema.NOT_BEFORE_MS),
+        stop_reason=StopReason(stop_reason["S"]) if stop_reason else None,
+        updated_at_ms=_int(item, schema.UPDATED_AT_MS),
+    )
+
+
+def event_to_item(event: Event) -> Item:
+    """One ownership-log entry, keyed by connection and version. The body is the domain codec's
+    JSON, so the log decodes with the same code in every store."""
+    body = event_to_dict(event)
+    return {
+        schema.PK: s(schema.connection_key(event.connection_id)),
+        schema.SK: n(event.version),
+        schema.EVENT_TYPE: s(body["type"]),
+        schema.EVENT_BODY: s(json.dumps(body, separators=(",", ":"), sort_keys=True)),
+    }
+
+
+def event_from_item(item: StoredItem) -> Event:
+    return event_from_dict(json.loads(item[schema.EVENT_BODY]["S"]))
+
+
+def message_to_item(message: StoredMessage, expires_at_s: int | None) -> Item:
+    item: Item = {
+        schema.PK: s(schema.connection_key(message.connection_id)),
+        schema.SK: n(message.seq),
+        schema.MESSAGE_DATA: s(message.data),
+        schema.TIMESTAMP_MS: n(message.received_at_ms),
+        schema.WORKER_ID: s(message.worker_id),
+        schema.FENCING_TOKEN: n(message.token),
+    }
+    if expires_at_s is not None:
+        item[schema.EXPIRES_AT] = n(expires_at_s)
+    return item
+
+
+def message_from_item(item: StoredItem) -> StoredMessage:
+    return StoredMessage(
+        connection_id=schema.connection_id_of(item[schema.PK]["S"]),
+        seq=_int(item, schema.SK),
+        data=item[schema.MESSAGE_DATA]["S"],
+        received_at_ms=_int(item, schema.TIMESTAMP_MS),
+        worker_id=item[schema.WORKER_ID]["S"],
+        token=_int(item, schema.FENCING_TOKEN),
+    )
+
+
+def _int(item: StoredItem, name: str) -> int:
+    value = item.get(name)
+    return int(value["N"]) if value else 0

@@ -1,0 +1,102 @@
+"""The `store` and `sink` fixtures: every ConnectionStore and MessageSink implementation, for
+the contract suites. Adding an implementation is one factory and one entry in the dict.
+
+A factory gets the pytest request (for other fixtures: `moto`, `tmp_path`) and an
+AsyncExitStack that closes whatever it opened after the test. AWS clients are created per test:
+an aiobotocore client is bound to the event loop it was made on, and each test has its own.
+"""
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import attrs
+import pytest
+
+from adapters.dynamodb.connection_store import DynamoDbConnectionStore
+from adapters.dynamodb.message_sink import DynamoDbMessageSink
+from adapters.dynamodb.tables import create_tables
+from adapters.memory.sink import InMemoryMessageSink
+from adapters.memory.store import InMemoryConnectionStore
+from adapters.sqlite.store import SqliteConnectionStore
+from application.ports import ConnectionStore, MessageSink, StoredMessage
+from tests.support.dynamodb import TABLES, dynamodb_client, read_messages
+from tests.support.moto import MotoEndpoint
+
+# More shards than the default would make the pagination test cheaper to fool; 16 is the
+# production default and makes "every shard is paged" a real property of the test.
+DYNAMODB_SHARDS = 16
+
+StoreFactory = Callable[[pytest.FixtureRequest, AsyncExitStack], Awaitable[ConnectionStore]]
+
+
+async def memory_store(request: pytest.FixtureRequest, stack: AsyncExitStack) -> ConnectionStore:
+    return InMemoryConnectionStore()
+
+
+async def dynamodb_store(request: pytest.FixtureRequest, stack: AsyncExitStack) -> ConnectionStore:
+    moto: MotoEndpoint = request.getfixturevalue("moto")
+    client = await stack.enter_async_context(dynamodb_client(moto))
+    await create_tables(client, TABLES, DYNAMODB_SHARDS)
+    return DynamoDbConnectionStore(client, tables=TABLES, shards=DYNAMODB_SHARDS)
+
+
+async def sqlite_store(request: pytest.FixtureRequest, stack: AsyncExitStack) -> ConnectionStore:
+    tmp_path: Path = request.getfixturevalue("tmp_path")
+    return await stack.enter_async_context(SqliteConnectionStore.open(tmp_path / "store.sqlite"))
+
+
+STORE_FACTORIES: dict[str, StoreFactory] = {
+    "memory": memory_store,
+    "dynamodb": dynamodb_store,
+    "sqlite": sqlite_store,
+}
+
+
+@pytest.fixture(params=list(STORE_FACTORIES))
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[ConnectionStore]:
+    async with AsyncExitStack() as stack:
+        yield await STORE_FACTORIES[request.param](request, stack)
+
+
+@attrs.frozen
+class SinkUnderTest:
+    sink: MessageSink
+    # Everything stored for a connection, in seq order, read the way the sink's own storage
+    # is read (a test-side reader: the port itself has no read).
+    read: Callable[[str], Awaitable[list[StoredMessage]]]
+
+
+SinkFactory = Callable[[pytest.FixtureRequest, AsyncExitStack], Awaitable[SinkUnderTest]]
+
+
+async def memory_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -> SinkUnderTest:
+    sink = InMemoryMessageSink()
+
+    async def read(connection_id: str) -> list[StoredMessage]:
+        return [sink.messages[(connection_id, seq)] for seq in sink.seqs(connection_id)]
+
+    return SinkUnderTest(sink, read)
+
+
+async def dynamodb_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -> SinkUnderTest:
+    moto: MotoEndpoint = request.getfixturevalue("moto")
+    client = await stack.enter_async_context(dynamodb_client(moto))
+    await create_tables(client, TABLES)
+
+    async def read(connection_id: str) -> list[StoredMessage]:
+        return await read_messages(client, TABLES.messages, connection_id)
+
+    return SinkUnderTest(DynamoDbMessageSink(client, TABLES.messages), read)
+
+
+SINK_FACTORIES: dict[str, SinkFactory] = {
+    "memory": memory_sink,
+    "dynamodb": dynamodb_sink,
+}
+
+
+@pytest.fixture(params=list(SINK_FACTORIES))
+async def sink(request: pytest.FixtureRequest) -> AsyncIterator[SinkUnderTest]:
+    async with AsyncExitStack() as stack:
+        yield await SINK_FACTORIES[request.param](request, stack)
