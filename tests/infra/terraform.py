@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import hcl2
+from hcl2.api import load as parse_hcl
 
 REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"
@@ -116,7 +116,7 @@ def load() -> Terraform:
     documents = {}
     for path in paths:
         with path.open() as handle:
-            documents[path.name] = hcl2.load(handle)
+            documents[path.name] = parse_hcl(handle)
     return Terraform(documents)
 
 

@@ -36,8 +36,8 @@ def _checkov(*target: str) -> dict[str, Any]:
         check=False,
     )
     assert completed.returncode in (0, 1), completed.stderr[-2000:]
-    report = json.loads(completed.stdout)
-    return report[0] if isinstance(report, list) else report
+    report: Any = json.loads(completed.stdout)
+    return dict(report[0] if isinstance(report, list) else report)
 
 
 @pytest.mark.parametrize(
