@@ -1,9 +1,11 @@
 """DynamoDbConnectionStore: the connection store port on DynamoDB, over an injected aioboto3
 low-level client (opened and closed by the composition root, one per process).
 
-How each operation maps to DynamoDB, and what it costs (on-demand units; an item here is well
-under 1 KB, so one write = 1 WCU, one strongly consistent read = 1 RCU, one eventually
-consistent read = 0.5 RCU; transactional writes cost 2x):
+How each operation maps to DynamoDB, and what it costs (on-demand units; a connection item is
+under 1 KB unless its URL is long, so one write = 1 WCU, one strongly consistent read = 1 RCU,
+one eventually consistent read = 0.5 RCU; transactional writes cost 2x; every write that
+changes an indexed attribute also writes the orphan index, whose ALL projection doubles the
+item's storage):
 
 - start / stop / try_acquire / release / end_stream / report_upstream_failure: read the item
   (GetItem, consistent: 1 RCU), run `domain.decide` (so the events, versions and refusals are
@@ -12,11 +14,14 @@ consistent read = 0.5 RCU; transactional writes cost 2x):
   events table (2 x 2 WCU = 4 WCU, 6 with three events). Losing a race cancels the transaction;
   the cancellation carries the current item (ALL_OLD), so the adapter re-decides without
   another read, within `max_attempts`. A refusal of try_acquire costs only the read.
-- renew (the heartbeat, by far the most frequent write): ONE conditional UpdateItem, 1 WCU, no
-  read and no event-log write. Logging a renewal would add 4 WCU per heartbeat per connection
-  (a transaction, twice the price) to tell nobody anything the state item does not: who holds
-  the lease and until when. Checkpoints ride on renewals for the same reason. A refusal returns
-  the refusing item for free (ReturnValuesOnConditionCheckFailure=ALL_OLD).
+- renew (the heartbeat, by far the most frequent write): ONE conditional UpdateItem, no read
+  and no event-log write: 1 WCU on the table, plus 2 on the orphan index, whose sort key
+  (available_at_ms) moves with the expiry (the index deletes and re-puts the entry; the
+  article's index keyed on the expiry costs the same). About 3 WCU per heartbeat: at one per
+  5 s, ~2,200 WCU per connection-hour. Logging each renewal would add a transaction (2 items x
+  2 WCU) per heartbeat to tell nobody anything the state item does not: who holds the lease
+  and until when. Checkpoints ride on renewals for the same reason. A refusal returns the
+  refusing item for free (ReturnValuesOnConditionCheckFailure=ALL_OLD).
 - get: GetItem, consistent, 1 RCU. history: Query on the events table, consistent.
 - iter_orphans / next_available_at: Queries on the sharded orphan index, one per shard
   (0.5 RCU each at least). GSIs are eventually consistent: moto updates them synchronously, real
@@ -206,6 +211,18 @@ class DynamoDbConnectionStore:
             raced = await self._commit(command, state, new_state, events, now_ms, op)
             if raced is None:
                 return new_state, True
+            if raced.known and raced.current == new_state:
+                # What refused us is exactly what we wrote: our own earlier attempt landed and
+                # only its response was lost (an SDK retry after a timeout). Nobody else can
+                # write this state: it names our worker, our time and the next version.
+                return new_state, True
+            log.debug(
+                "%s of %r lost a race (attempt %d%s); deciding again",
+                op,
+                command.connection_id,
+                attempt + 1,
+                ", transaction conflict" if raced.conflict else "",
+            )
             if raced.conflict:
                 await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
             if raced.known:
@@ -356,6 +373,9 @@ class DynamoDbConnectionStore:
                     cmd.connection_id, condition, set_state(new_state, self._shards, state), "NONE"
                 )
             except _ConditionFailed as refused:
+                if refused.current == new_state:  # our own write, whose response was lost
+                    self._remember_checkpoint(new_state)
+                    return RenewResult(True, new_state)
                 state = refused.current
                 continue
             except _Conflict:

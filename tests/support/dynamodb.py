@@ -126,6 +126,8 @@ async def half_batch_get(call: Callable[..., Any], kwargs: dict[str, Any]) -> An
     """BatchGetItem that reads the first half of the keys and returns the rest unprocessed."""
     (table, request), *_ = kwargs["RequestItems"].items()
     half = len(request["Keys"]) // 2
-    response = await call(RequestItems={table: {**request, "Keys": request["Keys"][:half]}})
+    response: dict[str, Any] = {"Responses": {table: []}}
+    if half:  # a single key stays unprocessed as a whole
+        response = await call(RequestItems={table: {**request, "Keys": request["Keys"][:half]}})
     response["UnprocessedKeys"] = {table: {**request, "Keys": request["Keys"][half:]}}
     return response
