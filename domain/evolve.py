@@ -58,6 +58,10 @@ def evolve(state: Connection | None, event: Event) -> Connection:
     if isinstance(event, ConnectionStarted):
         if state is not None:
             raise InvalidTransition(f"{event.connection_id!r} was already started")
+        if event.version != 1:  # versions are contiguous from 1: a truncated history is refused
+            raise InvalidTransition(
+                f"ConnectionStarted of {event.connection_id!r} has version {event.version}, not 1"
+            )
         return Connection(
             connection_id=event.connection_id,
             version=event.version,

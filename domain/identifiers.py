@@ -8,13 +8,14 @@ from domain.errors import InvalidCommand
 # Safe in a DynamoDB key, a URL path, a file name and a log line; long enough for UUIDs and
 # meeting ids with a prefix.
 CONNECTION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-CONNECTION_ID_RULE = "1-128 characters from A-Z a-z 0-9 . _ : - , starting with a letter or digit"
+CONNECTION_ID_RULE = "1-128 characters of A-Z a-z 0-9 . _ : - (the first a letter or digit)"
 MAX_URL_LENGTH = 2048
 WS_SCHEMES = ("ws", "wss")
 
 
 def validate_connection_id(connection_id: str) -> str:
-    if not CONNECTION_ID_PATTERN.match(connection_id):
+    # fullmatch: with match(), "$" also matches before a trailing newline ("id\n" got in).
+    if not CONNECTION_ID_PATTERN.fullmatch(connection_id):
         raise InvalidCommand(
             f"invalid connection id {connection_id[:64]!r}: expected {CONNECTION_ID_RULE}"
         )

@@ -1,0 +1,78 @@
+"""What may enter the domain from outside: connection ids, worker ids and upstream URLs."""
+
+import pytest
+
+from domain import InvalidCommand, validate_connection_id, validate_ws_url
+from domain.identifiers import MAX_URL_LENGTH
+
+
+@pytest.mark.parametrize(
+    "connection_id",
+    [
+        "c",
+        "meeting-123",
+        "tenant:feed_7.v2",
+        "0b9e6a8e-2f6c-4b8e-9a53-0f7b6d1c2e3a",
+        "A" * 128,
+    ],
+)
+def test_connection_ids_from_the_safe_alphabet_are_accepted(connection_id: str) -> None:
+    assert validate_connection_id(connection_id) == connection_id
+
+
+@pytest.mark.parametrize(
+    "connection_id",
+    [
+        "",
+        "A" * 129,
+        "-leading-dash",
+        ".hidden",
+        "has space",
+        "slash/in/it",
+        "conn-1\n",  # a trailing newline must not slip past an anchored pattern
+        "conn-1\nforged log line",
+        "ünïcode",
+        "semi;colon",
+    ],
+)
+def test_connection_ids_outside_the_safe_alphabet_are_refused_with_the_rule(
+    connection_id: str,
+) -> None:
+    with pytest.raises(InvalidCommand, match=r"invalid connection id .*expected 1-128 characters"):
+        validate_connection_id(connection_id)
+
+
+def test_refused_connection_id_is_quoted_and_shortened_in_the_message() -> None:
+    with pytest.raises(InvalidCommand) as refused:
+        validate_connection_id("x" * 1000 + "!")
+
+    assert "x" * 65 not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "ws_url",
+    [
+        "ws://feeds.example.com",
+        "wss://feeds.example.com:8443/stream?token=abc",
+        "wss://[2606:4700::1111]/v1",
+        "WSS://Feeds.Example.com/upper",
+    ],
+)
+def test_ws_and_wss_urls_with_a_host_are_accepted(ws_url: str) -> None:
+    assert validate_ws_url(ws_url) == ws_url
+
+
+@pytest.mark.parametrize(
+    ("ws_url", "reason"),
+    [
+        ("http://feeds.example.com", "must start with ws:// or wss://, got scheme 'http'"),
+        ("https://feeds.example.com", "got scheme 'https'"),
+        ("file:///etc/passwd", "got scheme 'file'"),
+        ("feeds.example.com/stream", r"got scheme '\(none\)'"),
+        ("wss:///no-host", "has no host"),
+        ("wss://" + "a" * MAX_URL_LENGTH, f"longer than {MAX_URL_LENGTH}"),
+    ],
+)
+def test_other_urls_are_refused_saying_why(ws_url: str, reason: str) -> None:
+    with pytest.raises(InvalidCommand, match=reason):
+        validate_ws_url(ws_url)
