@@ -67,7 +67,10 @@ async def _race(
             results.put(("won", index, round_, won))
             await together()  # everyone has tried before anyone releases
             await asyncio.gather(
-                *(store.release(cid, worker, token, round_ + 1, clock.now_ms()) for cid, token in won)
+                *(
+                    store.release(cid, worker, token, round_ + 1, clock.now_ms())
+                    for cid, token in won
+                )
             )
         await together()
         results.put(("done", index, dict(store.operations)))
