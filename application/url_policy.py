@@ -47,6 +47,8 @@ class UrlPolicy:
             addresses = await self.resolver.resolve(host)
         except ApplicationError as exc:
             raise ForbiddenUrl(f"host {host!r} does not resolve: {exc}") from exc
+        if not addresses:  # nothing to check is not the same as nothing wrong
+            raise ForbiddenUrl(f"host {host!r} resolves to no address")
         for address in addresses:
             ip = ipaddress.ip_address(address.split("%", 1)[0])
             if _is_internal(ip):
@@ -64,8 +66,11 @@ def _matches(host: str, allowed: str) -> bool:
 
 
 def _is_internal(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return _is_internal(ip.ipv4_mapped)
+    if isinstance(ip, ipaddress.IPv6Address):
+        # IPv4 inside IPv6 (::ffff:a.b.c.d, 6to4 2002:aabb:ccdd::) reaches that IPv4 address.
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is not None:
+            return _is_internal(embedded)
     return (
         ip.is_loopback
         or ip.is_link_local
