@@ -28,26 +28,26 @@ class EventApi:
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         began = time.perf_counter()
+        fields: dict[str, object] = {}  # the access log's extras; the connection id once known
         with bind(request_id=request.request_id):
-            response = await self._respond(request)
+            response = await self._respond(request, fields)
+            fields["status"] = response.status
+            fields["ms"] = round(1000 * (time.perf_counter() - began))
             log.info(
                 "%s %s -> %d",
                 request.method[:16],
                 request.path[:256],
                 response.status,
-                extra={
-                    "status": response.status,
-                    "ms": round(1000 * (time.perf_counter() - began)),
-                },
+                extra=fields,
             )
             return response
 
-    async def _respond(self, request: HttpRequest) -> HttpResponse:
+    async def _respond(self, request: HttpRequest, fields: dict[str, object]) -> HttpResponse:
         rid = request.request_id
         try:
             payloads.check_size(request.body)
             route = routes.match(request.method, request.path)
-            return await self._dispatch(route, request)
+            return await self._dispatch(route, request, fields)
         except ApiError as exc:
             return error_response(exc.status, exc.code, exc.message, rid, exc.headers)
         except (InvalidCommand, ForbiddenUrl) as exc:
@@ -71,10 +71,13 @@ class EventApi:
             log.exception("unhandled error")
             return error_response(500, "internal_error", "internal error", rid)
 
-    async def _dispatch(self, route: routes.Match, request: HttpRequest) -> HttpResponse:
+    async def _dispatch(
+        self, route: routes.Match, request: HttpRequest, fields: dict[str, object]
+    ) -> HttpResponse:
         cid = route.connection_id or ""
         if route.template == routes.EVENTS:
             event = payloads.parse_event(request.body)
+            fields["connection_id"] = event.connection_id[:128]
             with bind(connection_id=event.connection_id[:128]):
                 if event.event_type == "START":
                     assert event.ws_url is not None
@@ -82,6 +85,7 @@ class EventApi:
                         await self._router.start(event.connection_id, event.ws_url)
                     )
                 return self._outcome(await self._router.stop(event.connection_id))
+        fields["connection_id"] = cid[:128]
         with bind(connection_id=cid[:128]):
             if route.template == routes.CONNECTION and request.method.upper() == "PUT":
                 ws_url = payloads.parse_start(request.body)
