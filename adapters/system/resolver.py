@@ -13,6 +13,6 @@ class SystemResolver:
             infos = await asyncio.get_running_loop().getaddrinfo(
                 host, None, type=socket.SOCK_STREAM
             )
-        except OSError as exc:
+        except (OSError, UnicodeError) as exc:  # UnicodeError: labels like "a..b"
             raise ApplicationError(f"cannot resolve {host!r}: {exc}") from exc
         return sorted({str(info[4][0]) for info in infos})
