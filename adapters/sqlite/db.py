@@ -13,7 +13,9 @@ SQLITE_BUSY at once, without waiting, which is why writes never use one.
 
 import asyncio
 import os
+import random
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -156,8 +158,8 @@ class SqliteDatabase:
             raise ConfigurationError(f"cannot open SQLite database {self.path}: {exc}") from exc
         try:
             conn.row_factory = sqlite3.Row
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
+            mode = _enable_wal(conn, busy_timeout_s)
+            if mode != "wal":
                 raise ConfigurationError(
                     f"SQLite database {self.path} cannot use WAL mode (got {mode!r}); "
                     "put it on a local file system"
@@ -180,6 +182,23 @@ class SqliteDatabase:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _enable_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> str:
+    """Switch to WAL (persistent in the file, so usually already done) and return the mode.
+
+    Processes opening a fresh file at once race to switch it, and the switch can fail with
+    SQLITE_BUSY at once, without the busy handler: retry it until busy_timeout has passed."""
+    mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+    deadline = time.monotonic() + busy_timeout_s
+    while mode != "wal":
+        try:
+            return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower()
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(random.uniform(0.005, 0.05))  # on the database thread, not the loop
+    return mode
 
 
 def _execute_script(conn: sqlite3.Connection, script: str) -> None:
