@@ -62,10 +62,18 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
+class _StdoutHandler(logging.StreamHandler[TextIO]):
+    """Writes to whatever sys.stdout is at the time (a harness may have replaced it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stdout
+        super().emit(record)
+
+
 def setup_logging(level: str = "INFO", stream: TextIO | None = None) -> None:
     """Route every logger through one JSON handler (replacing what a runtime installed, such as
     the Lambda runtime's own handler), wsfleet at `level`, libraries at WARNING."""
-    handler = logging.StreamHandler(stream or sys.stdout)
+    handler = logging.StreamHandler(stream) if stream else _StdoutHandler(sys.stdout)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     for existing in list(root.handlers):

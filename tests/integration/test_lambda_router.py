@@ -19,6 +19,7 @@ from adapters.dynamodb.schema import (
 from entrypoints.lambda_router import handler as lambda_handler
 from tests.support.apigw import LambdaContext, proxy_event
 from tests.support.deployment import create_deployment_sync
+from tests.support.logs import preserved_logging
 from tests.support.moto import MotoEndpoint
 
 URL = "ws://127.0.0.1:9/stream/m1?token=s3cr3t-value"
@@ -92,8 +93,9 @@ def deployment(moto_server: MotoEndpoint) -> Iterator[dict[str, str]]:
     starts from empty tables and an empty queue. The Lambda container (its loop and clients)
     is kept across tests, as Lambda keeps it across invocations, unless a test reconfigures."""
     moto_server.reset()
-    yield create_deployment_sync(moto_server)
-    lambda_handler.close()
+    with preserved_logging():
+        yield create_deployment_sync(moto_server)
+        lambda_handler.close()
 
 
 @pytest.fixture
