@@ -77,8 +77,9 @@ class AwsFleet:
 
 
 async def eventually(predicate: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    # Polling is the point: the predicate spans workers, the simulator and the store.
     async with asyncio.timeout(timeout_s):
-        while not predicate():
+        while not predicate():  # noqa: ASYNC110
             await asyncio.sleep(0.02)
 
 
