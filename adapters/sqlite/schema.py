@@ -9,11 +9,15 @@ connection_events: the ownership log (domain.OWNERSHIP_EVENTS), one row per even
   (connection_id, version); renewals and checkpoints are not logged (as in DynamoDB).
 notifications: the hint queue. visible_at_ms is wall-clock epoch ms (comparable across
   processes); a received row carries the receipt of its latest delivery.
+messages: the message sink, keyed (connection_id, seq) so a rewrite overwrites; `writes`
+  counts how often a seq was written (above 1: re-received after a takeover, or a retried
+  batch), which the demo reports.
 """
 
 CONNECTIONS = "connections"
 EVENTS = "connection_events"
 NOTIFICATIONS = "notifications"
+MESSAGES = "messages"
 
 # WITHOUT ROWID: the text primary key is the table's own key, so the secondary index carries
 # connection_id and a lookup by id is one B-tree search.
@@ -57,4 +61,17 @@ CREATE TABLE IF NOT EXISTS {NOTIFICATIONS} (
     receive_count INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS {NOTIFICATIONS}_by_visibility ON {NOTIFICATIONS} (visible_at_ms);
+"""
+
+MESSAGES_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {MESSAGES} (
+    connection_id  TEXT NOT NULL,
+    seq            INTEGER NOT NULL,
+    data           TEXT NOT NULL,
+    received_at_ms INTEGER NOT NULL,
+    worker_id      TEXT NOT NULL,
+    token          INTEGER NOT NULL,
+    writes         INTEGER NOT NULL DEFAULT 1,
+    PRIMARY KEY (connection_id, seq)
+) WITHOUT ROWID;
 """

@@ -18,6 +18,7 @@ from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.dynamodb.tables import create_tables
 from adapters.memory.sink import InMemoryMessageSink
 from adapters.memory.store import InMemoryConnectionStore
+from adapters.sqlite.message_sink import SqliteMessageSink
 from adapters.sqlite.store import SqliteConnectionStore
 from application.ports import ConnectionStore, MessageSink, StoredMessage
 from tests.support.dynamodb import TABLES, dynamodb_client, read_messages
@@ -90,9 +91,16 @@ async def dynamodb_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -
     return SinkUnderTest(DynamoDbMessageSink(client, TABLES.messages), read)
 
 
+async def sqlite_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -> SinkUnderTest:
+    tmp_path: Path = request.getfixturevalue("tmp_path")
+    sink = await stack.enter_async_context(SqliteMessageSink.open(tmp_path / "messages.sqlite"))
+    return SinkUnderTest(sink, sink.read)
+
+
 SINK_FACTORIES: dict[str, SinkFactory] = {
     "memory": memory_sink,
     "dynamodb": dynamodb_sink,
+    "sqlite": sqlite_sink,
 }
 
 
