@@ -1,0 +1,237 @@
+"""The worker process end to end: `python -m entrypoints.worker` as real subprocesses against
+the moto server (DynamoDB, SQS, CloudWatch) and the upstream simulator (the judge of who was
+subscribed when, and of what was sent)."""
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.dynamodb.schema import DEFAULT_MESSAGES_TABLE, connection_key
+from application.router import EventRouter
+from entrypoints.api import EventApi, HttpRequest
+from entrypoints.containers import AwsContainer, provide, shutdown
+from entrypoints.settings import load_settings
+from entrypoints.simulator import UpstreamSimulator
+from tests.e2e.worker_process import FAST, ROOT, WorkerProcess, base_env
+from tests.support.deployment import create_deployment
+from tests.support.moto import MotoEndpoint
+
+BUDGET_S = float(FAST["WSFLEET_SHUTDOWN_BUDGET_S"])
+
+
+class Deployment:
+    def __init__(self, env: dict[str, str], container: AwsContainer, log_dir: Path) -> None:
+        self.env = env
+        self.container = container
+        self.log_dir = log_dir
+        self.workers: list[WorkerProcess] = []
+
+    async def api(self) -> EventApi:
+        api: EventApi = await provide(self.container.core.api)
+        return api
+
+    async def router(self) -> EventRouter:
+        router: EventRouter = await provide(self.container.core.router)
+        return router
+
+    def worker(self, name: str, **extra: str) -> WorkerProcess:
+        process = WorkerProcess(name, {**self.env, **extra}, self.log_dir)
+        self.workers.append(process)
+        return process
+
+    async def stored_seqs(self, connection_id: str) -> list[int]:
+        client = await provide(self.container.dynamodb)
+        seqs: list[int] = []
+        kwargs: dict[str, Any] = {
+            "TableName": DEFAULT_MESSAGES_TABLE,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": connection_key(connection_id)}},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = await client.query(**kwargs)
+            seqs += [int(item["sk"]["N"]) for item in page["Items"]]
+            if "LastEvaluatedKey" not in page:
+                return seqs
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+@pytest.fixture
+async def deployment(moto: MotoEndpoint, tmp_path: Path) -> AsyncIterator[Deployment]:
+    env = {**await create_deployment(moto), **FAST}
+    container = AwsContainer(settings=load_settings(env))
+    deployment = Deployment(env, container, tmp_path)
+    try:
+        yield deployment
+    finally:
+        for worker in deployment.workers:
+            await worker.stop()
+        await shutdown(container)
+
+
+@pytest.fixture
+async def simulator() -> AsyncIterator[UpstreamSimulator]:
+    async with UpstreamSimulator(rate=20.0) as sim:
+        yield sim
+
+
+async def until(predicate: Callable[[], Any], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = predicate()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+async def start(api: EventApi, connection_id: str, ws_url: str) -> int:
+    body = json.dumps({"event_type": "START", "connection_id": connection_id, "ws_url": ws_url})
+    response = await api.handle(HttpRequest("POST", "/events", body.encode(), "e2e"))
+    return response.status
+
+
+async def test_worker_streams_then_hands_over_on_sigterm_to_another_worker(
+    deployment: Deployment, simulator: UpstreamSimulator
+) -> None:
+    """GIVEN worker A streaming connection m1 and an idle worker B, WHEN A gets SIGTERM, THEN
+    A releases and exits 0 within its budget, B subscribes about a second later (the lease is
+    10 s, so only the handoff explains it), never two subscribers at once, and the messages
+    table holds every seq exactly once, without a gap."""
+    a = deployment.worker("a")
+    await a.start()
+    await a.wait_healthy()
+    api, router = await deployment.api(), await deployment.router()
+
+    simulator.create_stream("m1")
+    assert await start(api, "m1", simulator.url("m1")) == 202
+
+    await until(lambda: simulator.record("m1")["subscribers"] == 1, 15, "A to subscribe")
+    await until(lambda: _at_least(deployment.stored_seqs("m1"), 10), 15, "messages stored")
+    _, status_a = await a.get("/status")
+    assert status_a["active_connections"] == 1
+    assert status_a["connections"][0]["connection_id"] == "m1"
+    b = deployment.worker("b")
+    await b.start()
+    await b.wait_healthy()
+    _, status_b = await b.get("/status")
+    conn = await router.get("m1")
+    assert conn is not None
+    assert conn.owner == status_a["worker_id"]
+
+    began = time.monotonic()
+    a.signal(signal.SIGTERM)
+    assert await a.wait(BUDGET_S + 5) == 0, a.output()
+    assert time.monotonic() - began < BUDGET_S
+
+    await until(lambda: simulator.record("m1")["connects"] == 2, 10, "B to subscribe")
+    record = simulator.record("m1")
+    first, second = record["connections"]
+    handoff_ms = second["connected_at_ms"] - first["disconnected_at_ms"]
+    assert 0 <= handoff_ms < 3_000, handoff_ms
+    assert record["peak_subscribers"] == 1
+    assert second["from_seq"] <= first["last_seq"] + 1  # resumed without a gap
+    conn = await router.get("m1")
+    assert conn is not None
+    assert conn.owner == status_b["worker_id"]
+    assert conn.token == 2
+    history = [type(e).__name__ for e in await router.history("m1")]
+    assert history[-2:] == ["LeaseReleased", "LeaseAcquired"]  # a handoff, not a takeover
+
+    await asyncio.sleep(0.5)  # B streams for a while, then hands back too
+    b.signal(signal.SIGTERM)
+    assert await b.wait(BUDGET_S + 5) == 0, b.output()
+    seqs = await deployment.stored_seqs("m1")
+    assert seqs == list(range(1, max(seqs) + 1))
+    assert max(seqs) >= second["from_seq"]
+
+    lines = a.log_lines()
+    assert all(line.get("worker_id") == status_a["worker_id"] for line in lines), lines[:3]
+    leases = [line for line in lines if line.get("token") and line.get("connection_id") == "m1"]
+    assert leases, "lease transitions are logged with the connection id and token"
+
+
+async def _at_least(seqs: Any, n: int) -> bool:
+    return len(await seqs) >= n
+
+
+async def test_health_endpoint_reports_healthy_and_status(
+    deployment: Deployment,
+) -> None:
+    worker = deployment.worker("solo")
+    await worker.start()
+    health = await worker.wait_healthy()
+
+    assert health["healthy"] is True
+    assert all(health["loops_alive"].values())
+    status, body = await worker.get("/status")
+    assert status == 200
+    assert body["worker_id"].startswith(body["worker_id"].rsplit("-", 1)[0])
+    assert body["active_connections"] == 0
+    assert (await worker.get("/nope"))[0] == 404
+
+    probe = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "entrypoints.worker.healthcheck", env=worker.env, cwd=ROOT
+    )
+    assert await probe.wait() == 0
+    worker.signal(signal.SIGINT)
+    assert await worker.wait(BUDGET_S + 5) == 0
+
+
+_AWS = {"WSFLEET_BACKEND": "aws", "WSFLEET_QUEUE_URL": "http://127.0.0.1:9/q"}
+CONFIG_ERRORS = [
+    ({**_AWS, "WSFLEET_LEASE_MS": "abc"}, "WSFLEET_LEASE_MS='abc': expected integer >= 1000"),
+    ({"WSFLEET_BACKEND": "aws"}, "WSFLEET_QUEUE_URL: required when the backend is aws"),
+    ({**_AWS, "WSFLEET_LEASE_MSS": "5"}, "unknown variable; did you mean WSFLEET_LEASE_MS?"),
+    (
+        {**_AWS, "WSFLEET_HEARTBEAT_INTERVAL_S": "30"},
+        "WSFLEET_HEARTBEAT_INTERVAL_S must be shorter than the lease",
+    ),
+    ({"WSFLEET_BACKEND": "embedded"}, "this command runs the AWS worker"),
+]
+
+
+@pytest.mark.parametrize(("env", "message"), CONFIG_ERRORS)
+async def test_configuration_errors_exit_2_with_the_documented_message(
+    env: dict[str, str], message: str
+) -> None:
+    code, stderr = await _run_worker(env)
+    assert code == 2
+    assert message in stderr
+    assert "Traceback" not in stderr
+
+
+async def test_a_message_sink_that_cannot_be_loaded_exits_2(deployment: Deployment) -> None:
+    code, stderr = await _run_worker(
+        {
+            **deployment.env,
+            "WSFLEET_MESSAGE_SINK": "no_such_module:Sink",
+            "WSFLEET_HEALTH_PORT": "0",
+        }
+    )
+    assert code == 2
+    assert "WSFLEET_MESSAGE_SINK='no_such_module:Sink': cannot import 'no_such_module'" in stderr
+    assert "Traceback" not in stderr
+
+
+async def _run_worker(env: dict[str, str]) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "entrypoints.worker",
+        env=base_env(env),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    return process.returncode or 0, stderr.decode()
