@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+import botocore.session
 
 from application.config import WorkerConfig
 from application.errors import ConfigurationError
@@ -37,6 +38,8 @@ class Settings:
     service_name: str
     health_host: str
     health_port: int
+    api_host: str
+    api_port: int
     region: str | None
     aws_endpoint_url: str | None
     connections_table: str
@@ -88,7 +91,7 @@ def load_settings(environ: Mapping[str, str] | None = None, *, aws: bool | None 
         raise SettingsError(problems)
     settings = Settings(**values, worker=_worker_config(worker))
     if aws or (aws is None and settings.backend == "aws"):
-        _require_aws(settings)
+        _require_aws(settings, env)
     return settings
 
 
@@ -118,9 +121,19 @@ def _worker_config(fields: dict[str, Any]) -> WorkerConfig:
         raise SettingsError([message]) from exc
 
 
-def _require_aws(settings: Settings) -> None:
+def _require_aws(settings: Settings, env: Mapping[str, str]) -> None:
+    problems = []
     if not settings.queue_url:
-        raise SettingsError([f"{PREFIX}QUEUE_URL: required when the backend is aws (an SQS URL)"])
+        problems.append(f"{PREFIX}QUEUE_URL: required when the backend is aws (an SQS URL)")
+    # The SDK may still find a region in a profile (~/.aws/config); that reads no network.
+    configured = settings.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if not configured and not botocore.session.Session().get_config_variable("region"):
+        problems.append(
+            f"{PREFIX}REGION: required when the backend is aws and no AWS_REGION, "
+            "AWS_DEFAULT_REGION or profile region is set"
+        )
+    if problems:
+        raise SettingsError(problems)
 
 
 def _unknown_variables(env: Mapping[str, str]) -> list[str]:

@@ -112,6 +112,22 @@ _PROCESS = (
         8080,
         "Port of the worker's health endpoint; 0 disables it.",
     ),
+    _s(
+        "API_HOST",
+        "api_host",
+        Text(r"[0-9A-Za-z.:-]{1,255}", "an address to bind"),
+        "127.0.0.1",
+        "Address the local event API (`wsfleet api`) listens on; the Lambda router ignores it.",
+        frozenset({ROUTER}),
+    ),
+    _s(
+        "API_PORT",
+        "api_port",
+        Number(integer=True, minimum=0, maximum=65535),
+        8000,
+        "Port of the local event API (`wsfleet api`); 0 picks a free one (printed at start).",
+        frozenset({ROUTER}),
+    ),
 )
 
 _AWS = (
@@ -382,5 +398,12 @@ def _worker_rows() -> tuple[Setting, ...]:
     return tuple(rows)
 
 
-SETTINGS: tuple[Setting, ...] = (*_PROCESS, *_AWS, *_EXTENSIONS, *_UPSTREAM, *_worker_rows())
+GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
+    ("Process", _PROCESS),
+    ("AWS", _AWS),
+    ("Upstream policy and extension points", _EXTENSIONS),
+    ("Upstream connections", _UPSTREAM),
+    ("Worker timings and limits", _worker_rows()),
+)
+SETTINGS: tuple[Setting, ...] = tuple(s for _, group in GROUPS for s in group)
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

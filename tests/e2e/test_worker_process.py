@@ -19,6 +19,7 @@ from entrypoints.api import EventApi, HttpRequest
 from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
+from examples.file_sink import FileSink
 from tests.e2e.worker_process import FAST, ROOT, WorkerProcess, base_env
 from tests.support.deployment import create_deployment
 from tests.support.moto import MotoEndpoint
@@ -164,6 +165,30 @@ async def _at_least(seqs: Any, n: int) -> bool:
     return len(await seqs) >= n
 
 
+async def test_worker_process_stores_messages_through_the_example_sink(
+    deployment: Deployment, simulator: UpstreamSimulator, tmp_path: Path
+) -> None:
+    """WSFLEET_MESSAGE_SINK replaces the messages table with examples/file_sink.py."""
+    out = FileSink(tmp_path / "sink" / "wsfleet")
+    worker = deployment.worker(
+        "sinky",
+        WSFLEET_MESSAGE_SINK="examples.file_sink:create",
+        FILE_SINK_DIR=str(tmp_path / "sink"),
+    )
+    await worker.start()
+    await worker.wait_healthy()
+    simulator.create_stream("m9")
+
+    assert await start(await deployment.api(), "m9", simulator.url("m9")) == 202
+    await until(lambda: len(out.seqs("m9")) >= 5, 15, "messages in the example sink")
+    worker.signal(signal.SIGTERM)
+
+    assert await worker.wait(BUDGET_S + 5) == 0, worker.output()
+    seqs = out.seqs("m9")
+    assert seqs == list(range(1, max(seqs) + 1))
+    assert await deployment.stored_seqs("m9") == []  # the default table was not used
+
+
 async def test_health_endpoint_reports_healthy_and_status(
     deployment: Deployment,
 ) -> None:
@@ -187,7 +212,11 @@ async def test_health_endpoint_reports_healthy_and_status(
     assert await worker.wait(BUDGET_S + 5) == 0
 
 
-_AWS = {"WSFLEET_BACKEND": "aws", "WSFLEET_QUEUE_URL": "http://127.0.0.1:9/q"}
+_AWS = {
+    "WSFLEET_BACKEND": "aws",
+    "WSFLEET_QUEUE_URL": "http://127.0.0.1:9/q",
+    "WSFLEET_REGION": "eu-west-1",
+}
 CONFIG_ERRORS = [
     ({**_AWS, "WSFLEET_LEASE_MS": "abc"}, "WSFLEET_LEASE_MS='abc': expected integer >= 1000"),
     ({"WSFLEET_BACKEND": "aws"}, "WSFLEET_QUEUE_URL: required when the backend is aws"),

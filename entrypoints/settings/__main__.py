@@ -1,0 +1,5 @@
+import sys
+
+from entrypoints.settings.markdown import render
+
+sys.stdout.write(render())

@@ -1,0 +1,60 @@
+"""A message sink of your own: one JSON file per message, named by its seq.
+
+Point a worker at it with
+
+    WSFLEET_MESSAGE_SINK=examples.file_sink:create
+    FILE_SINK_DIR=/var/lib/wsfleet-messages
+
+The contract (application/ports/sink.py): `max_batch`, and `async write(messages)` that stores
+every message durably before returning, idempotently on (connection_id, seq) — the worker
+retries whole batches, and a new owner may re-read up to one heartbeat of messages after a
+crash. Here idempotency comes from the file name: writing seq 42 twice replaces one file with
+an identical one. Blocking file I/O runs in a thread, never on the event loop. A sink that
+forwards to Kinesis, Kafka or a transcription service has the same shape: an idempotency key
+of (connection_id, seq), a batch per call, and SinkUnavailable when the batch may not have
+been stored (the worker then retries it and holds the checkpoint back).
+"""
+
+import asyncio
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+
+from application.errors import SinkUnavailable
+from application.ports import StoredMessage
+from entrypoints.settings import Settings
+
+
+class FileSink:
+    max_batch = 100
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    async def write(self, messages: Sequence[StoredMessage]) -> None:
+        try:
+            await asyncio.to_thread(self._write, messages)
+        except OSError as exc:
+            raise SinkUnavailable(f"cannot write to {self.directory}: {exc}") from exc
+
+    def _write(self, messages: Sequence[StoredMessage]) -> None:
+        for message in messages:
+            folder = self.directory / message.connection_id
+            folder.mkdir(parents=True, exist_ok=True)
+            final = folder / f"{message.seq:012d}.json"
+            temporary = final.with_suffix(".tmp")
+            temporary.write_text(json.dumps(attrs.asdict(message)))
+            os.replace(temporary, final)  # atomic: a reader never sees half a message
+
+    def seqs(self, connection_id: str) -> list[int]:
+        folder = self.directory / connection_id
+        return sorted(int(p.stem) for p in folder.glob("*.json")) if folder.exists() else []
+
+
+def create(settings: Settings) -> FileSink:
+    """The factory named in WSFLEET_MESSAGE_SINK; it receives the worker's settings."""
+    base = Path(os.environ.get("FILE_SINK_DIR", "wsfleet-messages"))
+    return FileSink(base / settings.service_name)

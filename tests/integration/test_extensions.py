@@ -1,0 +1,113 @@
+"""The extension points, loaded from configuration exactly as the worker loads them (through
+the AWS container), using the working examples in examples/."""
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from application.errors import ConfigurationError
+from application.ports import StoredMessage
+from entrypoints.containers import AwsContainer, provide, shutdown
+from entrypoints.settings import load_settings
+from entrypoints.simulator import UpstreamSimulator
+from examples.file_sink import FileSink
+from examples.subscribe_hook import SubscribeHook
+
+AWS = {
+    "WSFLEET_BACKEND": "aws",
+    "WSFLEET_QUEUE_URL": "http://127.0.0.1:9/queue",
+    "WSFLEET_REGION": "eu-west-1",
+}
+
+
+@pytest.fixture
+async def container_for() -> AsyncIterator[Any]:
+    """container_for(**WSFLEET_settings) -> an AwsContainer; all are shut down afterwards."""
+    made: list[AwsContainer] = []
+
+    def build(**settings: str) -> AwsContainer:
+        env = {**AWS, **{f"WSFLEET_{k}": v for k, v in settings.items()}}
+        made.append(AwsContainer(settings=load_settings(env)))
+        return made[-1]
+
+    yield build
+    for container in made:
+        await shutdown(container)
+
+
+def message(seq: int) -> StoredMessage:
+    return StoredMessage("m1", seq, f"m1:{seq}", 1_700_000_000_000, "w1", 1)
+
+
+async def test_example_sink_replaces_the_default_and_writes_idempotently(
+    container_for: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FILE_SINK_DIR", str(tmp_path))
+    container = container_for(MESSAGE_SINK="examples.file_sink:create", SERVICE_NAME="svc")
+
+    sink = await provide(container.sink)
+    await sink.write([message(1), message(2)])
+    await sink.write([message(2), message(3)])  # a retried batch overlaps
+
+    assert isinstance(sink, FileSink)
+    assert sink.directory == tmp_path / "svc"
+    assert sink.seqs("m1") == [1, 2, 3]
+    stored = json.loads((tmp_path / "svc" / "m1" / f"{2:012d}.json").read_text())
+    assert stored["data"] == "m1:2"
+    assert stored["token"] == 1
+
+
+async def test_example_hook_subscribes_and_parses_through_the_connector(
+    container_for: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("UPSTREAM_TOKEN", "t0ken")
+    container = container_for(UPSTREAM_HOOK="examples.subscribe_hook:SubscribeHook")
+    upstream = await provide(container.upstream)
+
+    async with UpstreamSimulator(rate=200.0) as simulator:
+        simulator.create_stream("m1")
+        seqs = []
+        async with upstream.open(simulator.url("m1"), 5) as stream:
+            async for item in stream.messages():
+                seqs.append(item.seq)
+                if len(seqs) == 3:
+                    break
+        record = simulator.record("m1")
+
+    assert seqs == [5, 6, 7]
+    assert record["connections"][0]["received"] == 1  # the subscribe frame
+    assert SubscribeHook().headers("ws://x") == {"Authorization": "Bearer t0ken"}
+
+
+async def test_default_sink_is_the_messages_table_when_none_is_configured(
+    container_for: Any,
+) -> None:
+    from adapters.dynamodb.message_sink import DynamoDbMessageSink
+
+    sink = await provide(container_for().sink)
+    assert isinstance(sink, DynamoDbMessageSink)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"MESSAGE_SINK": "no_such_pkg.sinks:Sink"}, "cannot import 'no_such_pkg.sinks'"),
+        ({"MESSAGE_SINK": "examples.file_sink:Missing"}, "has no attribute 'Missing'"),
+        ({"MESSAGE_SINK": "examples.subscribe_hook:SubscribeHook"}, "is not a MessageSink"),
+        ({"UPSTREAM_HOOK": "examples.file_sink:create"}, "is not an UpstreamHook"),
+    ],
+)
+async def test_a_bad_extension_is_a_configuration_error_naming_the_variable(
+    container_for: Any, settings: dict[str, str], message: str
+) -> None:
+    container = container_for(**settings)
+    variable = "WSFLEET_" + next(iter(settings))
+
+    with pytest.raises(ConfigurationError) as caught:
+        await provide(container.sink if "MESSAGE_SINK" in settings else container.upstream)
+
+    assert str(caught.value).startswith(f"{variable}=")
+    assert message in str(caught.value)
