@@ -1,0 +1,80 @@
+"""Reading the simulator's records: subscriber intervals per stream, on its wall clock (epoch
+ms). Latencies are differences between a fault's time in the runner and these timestamps: the
+same host, the same clock."""
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+Record = Mapping[str, Any]
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def connects_since(record: Record, since_ms: int) -> list[int]:
+    return sorted(
+        c["connected_at_ms"] for c in record["connections"] if c["connected_at_ms"] >= since_ms
+    )
+
+
+def first_connect_since(record: Record | None, since_ms: int) -> int | None:
+    found = connects_since(record, since_ms) if record else []
+    return found[0] if found else None
+
+
+def disconnect_of_live_at(record: Record | None, at_ms: int) -> int | None:
+    """When the subscriber(s) connected at `at_ms` had all gone (None while one remains)."""
+    if record is None:
+        return None
+    ends = []
+    for c in record["connections"]:
+        if c["connected_at_ms"] <= at_ms and (
+            c["disconnected_at_ms"] is None or c["disconnected_at_ms"] >= at_ms
+        ):
+            if c["disconnected_at_ms"] is None:
+                return None
+            ends.append(c["disconnected_at_ms"])
+    return max(ends, default=at_ms)
+
+
+def live_count(record: Record | None) -> int:
+    return int(record["subscribers"]) if record else 0
+
+
+def intervals(record: Record, end_ms: int) -> list[tuple[int, int]]:
+    return [
+        (c["connected_at_ms"], c["disconnected_at_ms"] or end_ms) for c in record["connections"]
+    ]
+
+
+def overlap_ms(record: Record, end_ms: int) -> int:
+    """Total time two or more subscribers were connected at once (0 = never)."""
+    points = sorted(
+        [(a, 1) for a, _ in intervals(record, end_ms)]
+        + [(b, -1) for _, b in intervals(record, end_ms)],
+        key=lambda p: (p[0], p[1]),  # a disconnect at the same ms as a connect goes first
+    )
+    total, depth, since = 0, 0, 0
+    for at, step in points:
+        if depth >= 2:
+            total += at - since
+        depth += step
+        since = at
+    return total
+
+
+def redelivered(record: Record) -> int:
+    """Seqs the upstream sent more than once (to successive subscribers): a new owner resuming
+    from a checkpoint older than what its predecessor had received."""
+    ranges: list[tuple[int, int]] = sorted(
+        (int(c["first_seq"]), int(c["last_seq"])) for c in record["connections"] if c["first_seq"]
+    )
+    sent = sum(last - first + 1 for first, last in ranges)
+    union, reach = 0, 0
+    for first, last in ranges:
+        if last > reach:
+            union += last - max(first, reach + 1) + 1
+            reach = last
+    return sent - union
