@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from application.errors import ConfigurationError
 from application.worker.worker import Worker
+from entrypoints.chaos import chaos_faults
 from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.logging_setup import bind_globally, setup_logging
 from entrypoints.settings import Settings, load_settings
@@ -52,8 +53,9 @@ async def run(settings: Settings, environ: Mapping[str, str]) -> int:
     bind_globally(service=settings.service_name, worker_id=worker_id)
     container = AwsContainer(settings=settings)
     try:
-        worker: Worker = await provide(container.core.worker, worker_id=worker_id)
-        return await serve(worker, settings)
+        async with chaos_faults(container, settings):  # nothing unless WSFLEET_CHAOS_CONTROL
+            worker: Worker = await provide(container.core.worker, worker_id=worker_id)
+            return await serve(worker, settings)
     finally:
         await shutdown(container)
 

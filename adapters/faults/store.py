@@ -6,10 +6,15 @@ Modes (combinable, changeable while running):
 - `outage`: every call raises StoreUnavailable (a partition with fast timeouts);
 - `fail_next(op, n, applied=False)`: the next n calls of `op` raise StoreUnavailable — after
   really applying the write when `applied` (a response lost on the way back);
-- `latency_s`: added before every call.
+- `latency_s`: added before every call;
+- `error_rate`: each call raises StoreUnavailable with this probability, unapplied (throttling:
+  DynamoDB refuses the request before doing anything);
+- `timeout_s`: each call waits this long, then raises StoreUnavailable; half of them really
+  applied the call first (a read timeout: the caller cannot know whether the write landed).
 """
 
 import asyncio
+import random
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -20,12 +25,17 @@ from domain import Connection, DesiredState, Event
 
 
 class FaultInjectingStore:
-    def __init__(self, inner: ConnectionStore, clock: Clock) -> None:
+    def __init__(
+        self, inner: ConnectionStore, clock: Clock, rng: random.Random | None = None
+    ) -> None:
         self._inner = inner
         self._clock = clock
+        self._rng = rng or random.Random()
         self.severed = False
         self.outage = False
         self.latency_s = 0.0
+        self.error_rate = 0.0
+        self.timeout_s = 0.0
         self._planned: dict[str, list[bool]] = {}  # op -> queue of "applied?" flags
         self.injected = 0
 
@@ -40,6 +50,15 @@ class FaultInjectingStore:
         if self.outage:
             self.injected += 1
             raise StoreUnavailable(f"injected outage ({op})")
+        if self.error_rate and self._rng.random() < self.error_rate:
+            self.injected += 1
+            raise StoreUnavailable(f"injected throttling ({op})")
+        if self.timeout_s:
+            self.injected += 1
+            if self._rng.random() < 0.5:
+                await fn(*args)
+            await self._clock.sleep(self.timeout_s)
+            raise StoreUnavailable(f"injected timeout ({op})")
         planned = self._planned.get(op)
         if planned:
             applied = planned.pop(0)

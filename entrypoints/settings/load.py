@@ -65,6 +65,7 @@ class Settings:
     upstream_ping_timeout_s: float
     upstream_max_message_bytes: int
     upstream_ca_file: str | None
+    chaos_control: str | None  # tests/chaos only
     worker: WorkerConfig
 
 

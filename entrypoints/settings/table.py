@@ -266,6 +266,19 @@ _EXTENSIONS = (
     ),
 )
 
+# Fault injection for chaos runs of real worker processes (tests/chaos). Never set in production.
+_TESTING = (
+    _s(
+        "CHAOS_CONTROL",
+        "chaos_control",
+        Text(r".{1,4096}", "a file path"),
+        None,
+        "Test and chaos runs only, never in production: a JSON file the worker polls (every "
+        "0.1 s) for store faults and clock skew to inject into itself (adapters/faults/"
+        "control.py). Unset: no fault injector is wired at all.",
+    ),
+)
+
 _WS = attrs.fields(WebSocketOptions)
 _FIELD_NAME = Text(r"[A-Za-z0-9_.-]{1,64}", "1-64 of A-Z a-z 0-9 _ . -")
 _UPSTREAM = (
@@ -404,6 +417,7 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
     ("Upstream policy and extension points", _EXTENSIONS),
     ("Upstream connections", _UPSTREAM),
     ("Worker timings and limits", _worker_rows()),
+    ("Testing only", _TESTING),
 )
 SETTINGS: tuple[Setting, ...] = tuple(s for _, group in GROUPS for s in group)
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
