@@ -35,6 +35,7 @@ class IngestBuffer:
         self._pending: collections.deque[StoredMessage] = collections.deque()
         self._space = asyncio.Semaphore(ctx.config.ingest_buffer_messages)
         self._batch_ready = asyncio.Event()
+        self._has_pending = asyncio.Event()  # set by put: the flusher sleeps until then
         self._backoff = Backoff(0.05, 2.0, ctx.rng)
 
     async def put(self, seq: int, data: str) -> None:
@@ -52,16 +53,22 @@ class IngestBuffer:
             )
         )
         self.next_seq = seq + 1
+        self._has_pending.set()
         if len(self._pending) >= self._ctx.sink.max_batch:
             self._batch_ready.set()
 
     async def run_flusher(self) -> None:
-        """Flush a full batch at once, a partial one every flush interval. Raises Fenced."""
+        """Flush a full batch at once, a partial one a flush interval after its first message.
+        An idle buffer costs no wake-ups: with thousands of sessions, a timer per session every
+        interval was most of a worker's CPU (bench/RESULTS.md). Raises Fenced."""
         interval = self._ctx.config.ingest_flush_interval_s
         while True:
+            await self._has_pending.wait()
             await wait_or_timeout(self._batch_ready, self._ctx.clock, interval)
             self._batch_ready.clear()
             await self._flush_available()
+            if not self._pending:
+                self._has_pending.clear()
 
     async def drain(self) -> None:
         """Write everything pending, while the lease is trusted. Raises Fenced."""

@@ -1,0 +1,199 @@
+"""`python -m bench.capacity_worker`: ONE worker process for capacity and ingest runs.
+
+It is the real `Worker` (sessions, lease keeper, ingest buffer, the loops) with the real
+WebSocket connector, composed here with a store, queue and sink local to the process — the
+in-memory store and queue, or SQLite; a sink that discards, SQLite, or DynamoDB on a local
+endpoint — each wrapped in `TimingSink`. The same process issues the STARTs through the event
+router, ramps to each step, and prints one JSON line per measured step on stdout: RSS, CPU,
+open files, event-loop lag, messages stored and their store latency.
+"""
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import random
+import sys
+import time
+import tracemalloc
+from collections import Counter
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from adapters.dynamodb.message_sink import DynamoDbMessageSink
+from adapters.memory.metrics import InMemoryMetrics
+from adapters.memory.queue import InMemoryNotificationQueue
+from adapters.memory.store import InMemoryConnectionStore
+from adapters.sqlite.message_sink import SqliteMessageSink
+from adapters.sqlite.store import SqliteConnectionStore
+from adapters.system.clock import SystemClock
+from adapters.system.resolver import SystemResolver
+from adapters.websocket import WebSocketConnector, WebSocketOptions
+from application.config import WorkerConfig
+from application.ports import ConnectionStore, MessageSink
+from application.router import EventRouter
+from application.url_policy import UrlPolicy
+from application.worker.worker import Worker
+from bench.backends import aws_client
+from bench.limits import LoopLag, open_files, raise_open_files, self_rss_kib
+from bench.procs import cpu_seconds
+from bench.sinks import TARGET_MS, DiscardSink, TimingSink
+
+
+class WarningCounter(logging.Handler):
+    """Counts WARNING+ log records by their message template: why a step broke."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: Counter[str] = Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen[f"{record.name}: {str(record.msg)[:80]}"] += 1
+
+
+def emit(event: str, **fields: Any) -> None:
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+async def open_ports(
+    args: argparse.Namespace, stack: AsyncExitStack
+) -> tuple[ConnectionStore, TimingSink]:
+    data = Path(args.data_dir)
+    store: ConnectionStore
+    if args.store == "sqlite":
+        store = await stack.enter_async_context(SqliteConnectionStore.open(data / "wsfleet.sqlite"))
+    else:
+        store = InMemoryConnectionStore()
+    inner: MessageSink
+    if args.sink == "sqlite":
+        inner = await stack.enter_async_context(SqliteMessageSink.open(data / "messages.sqlite"))
+    elif args.sink == "dynamodb":
+        client = await stack.enter_async_context(aws_client("dynamodb", args.endpoint, pool=64))
+        inner = DynamoDbMessageSink(client)
+    else:
+        inner = DiscardSink()
+    return store, TimingSink(inner)
+
+
+async def wait_open(worker: Worker, target: int, timeout_s: float) -> tuple[int, float]:
+    began = time.monotonic()
+    while True:
+        streaming = sum(1 for s in worker.sessions if s.upstream_open)
+        if streaming >= target or time.monotonic() - began > timeout_s:
+            return streaming, time.monotonic() - began
+        await asyncio.sleep(0.5)
+
+
+async def main(args: argparse.Namespace) -> None:
+    files = raise_open_files()
+    if args.tracemalloc:
+        tracemalloc.start()
+    warnings = WarningCounter()
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    logging.getLogger().addHandler(warnings)
+    config = WorkerConfig(max_connections=max(args.steps) + 100)
+    if args.flush_interval:
+        config = WorkerConfig(
+            max_connections=config.max_connections, ingest_flush_interval_s=args.flush_interval
+        )
+    clock = SystemClock()
+    options = WebSocketOptions(ca_file=args.ca_file)
+    lag = LoopLag()
+    async with AsyncExitStack() as stack:
+        store, sink = await open_ports(args, stack)
+        queue = InMemoryNotificationQueue(clock)
+        policy = UrlPolicy(resolver=SystemResolver(), allow_private=True)
+        worker = Worker(
+            worker_id="capacity",
+            config=config,
+            store=store,
+            queue=queue,
+            upstream=WebSocketConnector(options),
+            sink=sink,
+            metrics=InMemoryMetrics(),
+            clock=clock,
+            url_policy=policy,
+            rng=random.Random(1),
+        )
+        router = EventRouter(store, queue, clock, policy)
+        tasks = [asyncio.create_task(worker.run()), asyncio.create_task(lag.run())]
+        await asyncio.sleep(1.0)
+        emit("baseline", rss_kib=self_rss_kib(), open_files=open_files(), files=files)
+        started = 0
+        for target in args.steps:
+            while started < target:
+                cid = f"{args.prefix}{started:06d}"
+                await router.start(cid, f"{args.sim_url}/stream/{cid}{args.query}")
+                started += 1
+            streaming, ramp_s = await wait_open(worker, target, args.ramp_timeout)
+            await asyncio.sleep(args.settle)
+            sink.reset()
+            lag.take()
+            cpu0, t0 = cpu_seconds(os.getpid()), time.monotonic()
+            await asyncio.sleep(args.window)
+            elapsed = time.monotonic() - t0
+            emit(
+                "step",
+                target=target,
+                streaming=sum(1 for s in worker.sessions if s.upstream_open),
+                streaming_at_ramp_end=streaming,
+                ramp_s=round(ramp_s, 2),
+                window_s=round(elapsed, 2),
+                rss_kib=self_rss_kib(),
+                open_files=open_files(),
+                cpu_share=round((cpu_seconds(os.getpid()) - cpu0) / elapsed, 3),
+                stored=sink.stored,
+                stored_per_s=round(sink.stored / elapsed, 1),
+                sink_writes=sink.writes,
+                within_target=sink.within_target,
+                target_ms=TARGET_MS,
+                latency_ms={q: sink.quantile_ms(q / 1000) for q in (500, 990, 999)},
+                max_latency_ms=sink.max_ms,
+                loop_lag=lag.take(),
+                warnings=dict(warnings.seen.most_common(8)),
+                top_allocations=top_allocations(target) if args.tracemalloc else None,
+            )
+            if streaming < target * 0.99:
+                break  # it broke here: no point in piling on more connections
+        worker.request_shutdown()
+        await asyncio.wait_for(tasks[0], 120)
+        tasks[1].cancel()
+        await asyncio.gather(tasks[1], return_exceptions=True)
+    emit("done")
+
+
+def top_allocations(connections: int, limit: int = 15) -> list[str]:
+    """Where Python memory is, per connection, grouped by source file (what costs what)."""
+    stats = tracemalloc.take_snapshot().statistics(os.environ.get("BENCH_TRACE_KEY", "filename"))[
+        :limit
+    ]
+    return [
+        f"{s.size / connections / 1024:.2f} KiB/conn {s.count / connections:.1f} blocks/conn "
+        f"{str(s.traceback[0]).split('site-packages/')[-1].removeprefix(str(Path.cwd()))}"
+        for s in stats
+    ]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.capacity_worker")
+    p.add_argument("--sim-url", required=True, help="ws://HOST:PORT of the simulator")
+    p.add_argument("--steps", type=lambda s: [int(x) for x in s.split(",")], required=True)
+    p.add_argument("--window", type=float, default=20.0, help="seconds measured per step")
+    p.add_argument("--settle", type=float, default=5.0)
+    p.add_argument("--ramp-timeout", type=float, default=180.0)
+    p.add_argument("--store", choices=["memory", "sqlite"], default="memory")
+    p.add_argument("--sink", choices=["discard", "sqlite", "dynamodb"], default="discard")
+    p.add_argument("--data-dir", default=".")
+    p.add_argument("--endpoint", help="DynamoDB endpoint (moto) for --sink dynamodb")
+    p.add_argument("--ca-file", help="CA bundle trusting a wss:// simulator")
+    p.add_argument("--query", default="", help="appended to each stream URL, e.g. ?rate=500")
+    p.add_argument("--prefix", default="cap")
+    p.add_argument("--flush-interval", type=float, default=None)
+    p.add_argument("--tracemalloc", action="store_true", help="report allocation sites")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse_args()))
