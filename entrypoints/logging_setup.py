@@ -19,6 +19,7 @@ from typing import Any, TextIO
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "wsfleet_log_context", default=None
 )
+_process_fields: dict[str, Any] = {}
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
@@ -39,8 +40,10 @@ def bind(**fields: Any) -> Iterator[None]:
 
 
 def bind_globally(**fields: Any) -> None:
-    """Fields for the rest of the process (service name, worker id), set once at start-up."""
-    _context.set({**(_context.get() or {}), **fields})
+    """Fields for the rest of the process (service name, worker id), set once at start-up.
+    Process-wide rather than per context: the event loop's own records (asyncio's debug
+    warnings, callbacks) run outside every task's context and must carry them too."""
+    _process_fields.update(fields)
 
 
 class JsonFormatter(logging.Formatter):
@@ -55,6 +58,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        line.update(_process_fields)
         line.update(_context.get() or {})
         line.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
         if record.exc_info and record.exc_info[0] is not None:

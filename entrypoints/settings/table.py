@@ -11,7 +11,7 @@ import attrs
 
 from adapters.cloudwatch.schema import DEFAULT_NAMESPACE
 from adapters.dynamodb import schema
-from adapters.sqs.schema import DEFAULT_VISIBILITY_TIMEOUT_S, MAX_VISIBILITY_TIMEOUT_S
+from adapters.sqs.schema import MAX_VISIBILITY_TIMEOUT_S
 from adapters.websocket import WebSocketOptions
 from application.config import WorkerConfig
 from entrypoints.settings.kinds import (
@@ -44,6 +44,8 @@ class Setting:
     worker_config: bool = False  # True: a WorkerConfig field
 
 
+# Not SQS's 30 s default: see the meaning of WSFLEET_HINT_VISIBILITY_TIMEOUT_S below.
+HINT_VISIBILITY_TIMEOUT_S = 5
 _TABLE_NAME = Text(r"[A-Za-z0-9_.-]{3,255}", "DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)")
 _HOST = Text(
     r"\.?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*",
@@ -215,10 +217,11 @@ _AWS = (
     _s(
         "HINT_VISIBILITY_TIMEOUT_S",
         "hint_visibility_timeout_s",
-        Number(integer=True, minimum=0, maximum=MAX_VISIBILITY_TIMEOUT_S),
-        DEFAULT_VISIBILITY_TIMEOUT_S,
-        "Seconds a received hint stays invisible to other workers (a worker that dies holding "
-        "one delays that hint, never the connection: reconciliation still finds it).",
+        Number(integer=True, minimum=1, maximum=MAX_VISIBILITY_TIMEOUT_S),
+        HINT_VISIBILITY_TIMEOUT_S,
+        "Seconds a received hint stays invisible to other workers. Short on purpose: handling "
+        "a hint takes one lease attempt, and a hint swallowed by a stopping worker's abandoned "
+        "long poll (SQS finishes the receive server-side) reappears after this long.",
     ),
     _s(
         "MESSAGE_RETENTION_DAYS",
