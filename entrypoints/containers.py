@@ -112,9 +112,9 @@ def client_config(settings: Settings, *, pool: int, read_timeout_s: float) -> Ai
 async def aws_client(
     session: AioSession, service: str, settings: Settings, config: AioConfig
 ) -> AsyncIterator[Any]:
-    """One long-lived client per service per process (aiobotocore's session: the low-level
-    clients are all the adapters use; aioboto3 adds only the resource layer) (a Resource: opened once, closed at
-    shutdown). Clients are bound to the event loop that opened them."""
+    """One long-lived client per service per process: a Resource, opened once and closed at
+    shutdown. Clients are bound to the event loop that opened them. aiobotocore's session:
+    the low-level clients are all the adapters use (aioboto3 adds only the resource layer)."""
     async with session.create_client(
         service,
         region_name=settings.region,
