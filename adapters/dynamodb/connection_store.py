@@ -37,7 +37,6 @@ Time comes from the caller (`now_ms`): leases compare the callers' clocks, as in
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -46,6 +45,7 @@ import attrs
 from botocore.exceptions import ClientError
 
 from adapters.dynamodb import backoff, conditions, schema
+from adapters.dynamodb.connection_queries import ConnectionQueries
 from adapters.dynamodb.errors import (
     CONDITION_FAILED,
     REASON_CONDITION_FAILED,
@@ -59,14 +59,17 @@ from adapters.dynamodb.errors import (
     failed_item,
     unavailable_as,
 )
-from adapters.dynamodb.expressions import Expression, name, request_args, set_state
+from adapters.dynamodb.expressions import (
+    Expression,
+    name,
+    renew_update,
+    request_args,
+    set_state,
+)
 from adapters.dynamodb.items import (
     connection_from_item,
-    event_from_item,
     event_to_item,
     key,
-    n,
-    s,
 )
 from adapters.dynamodb.schema import TableNames
 from application.errors import ConfigurationError, StoreUnavailable
@@ -96,8 +99,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BATCH_GET_KEYS = 100  # BatchGetItem's limit per call
-_BATCH_CONCURRENCY = 4  # BatchGetItem calls in flight for one desired_states
 _CHECKPOINT_CACHE_LIMIT = 100_000
 
 
@@ -139,6 +140,15 @@ class DynamoDbConnectionStore:
         self._checkpoints: dict[tuple[str, int], int] = {}
         self.operations: dict[str, int] = {}  # port operation -> count (as the memory store)
         self.requests: dict[str, int] = {}  # DynamoDB API call -> count (the bill's driver)
+        self._queries = ConnectionQueries(
+            client,
+            self._tables,
+            shards,
+            max_attempts=max_attempts,
+            retry_base_s=retry_base_s,
+            retry_cap_s=retry_cap_s,
+            on_request=self._request,
+        )
 
     # --- ownership-changing operations: read, decide, one transaction -------------------------
 
@@ -200,7 +210,7 @@ class DynamoDbConnectionStore:
         """Read, decide, write conditionally; on a lost race decide again on what won."""
         self._count(op)
         validate_connection_id(command.connection_id)  # before it becomes a key
-        state = await self._read(command.connection_id, op)
+        state = await self._queries.read(command.connection_id, op)
         for attempt in range(self._max_attempts):
             events = decide(state, command, now_ms)  # refusals propagate as DomainErrors
             if not events:
@@ -228,7 +238,7 @@ class DynamoDbConnectionStore:
             if raced.known:
                 state = raced.current
             else:
-                state = await self._read(command.connection_id, op)
+                state = await self._queries.read(command.connection_id, op)
         raise StoreUnavailable(
             f"{op} of {command.connection_id!r} gave up after {self._max_attempts} attempts: "
             "the item kept changing under it"
@@ -321,7 +331,9 @@ class DynamoDbConnectionStore:
         if lease_ms <= 0 or stored_seq is None or checkpoint_seq < stored_seq:
             # Unknown checkpoint (another process acquired, or this one restarted), or a request
             # the domain will refuse anyway: decide on a fresh read.
-            return await self._renew_exact(cmd, await self._read(connection_id, "renew"), now_ms)
+            return await self._renew_exact(
+                cmd, await self._queries.read(connection_id, "renew"), now_ms
+            )
         return await self._renew_fast(cmd, stored_seq, now_ms)
 
     async def _renew_fast(self, cmd: Renew, stored_seq: int, now_ms: int) -> RenewResult:
@@ -343,7 +355,7 @@ class DynamoDbConnectionStore:
             & conditions.expiry_at_most(expires)
             & conditions.back_off_at_most(expires)
         )
-        update = _renew_update(expires, now_ms, cmd.checkpoint_seq if advanced else None)
+        update = renew_update(expires, now_ms, cmd.checkpoint_seq if advanced else None)
         for attempt in range(self._max_attempts):
             try:
                 response = await self._update(cmd.connection_id, condition, update, "ALL_NEW")
@@ -380,7 +392,7 @@ class DynamoDbConnectionStore:
                 continue
             except _Conflict:
                 await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
-                state = await self._read(cmd.connection_id, "renew")
+                state = await self._queries.read(cmd.connection_id, "renew")
                 continue
             self._remember_checkpoint(new_state)
             return RenewResult(True, new_state)
@@ -429,182 +441,26 @@ class DynamoDbConnectionStore:
             validate_connection_id(connection_id)
         except DomainError:
             return None
-        return await self._read(connection_id, "get")
+        return await self._queries.read(connection_id, "get")
 
-    async def _read(self, connection_id: str, op: str) -> Connection | None:
-        self._request("GetItem")
-        with unavailable_as(StoreUnavailable, op):
-            response = await self._client.get_item(
-                TableName=self._tables.connections, Key=key(connection_id), ConsistentRead=True
-            )
-        item = response.get("Item")
-        return connection_from_item(item) if item else None
-
-    async def iter_orphans(
-        self, now_ms: int, page_size: int
-    ) -> AsyncIterator[Sequence[Connection]]:
-        """All shards are queried concurrently, each paged with its LastEvaluatedKey; at most
-        one page per shard is held at a time, so memory stays bounded by shards x page_size."""
+    def iter_orphans(self, now_ms: int, page_size: int) -> AsyncIterator[Sequence[Connection]]:
         self._count("iter_orphans")
-        if page_size < 1:
-            raise ValueError(f"page_size must be positive, got {page_size}")
-        pending: dict[str, Mapping[str, Any] | None] = dict.fromkeys(
-            schema.all_orphan_shards(self._shards)
-        )
-        buffer: list[Connection] = []
-        while pending:
-            shards = list(pending)
-            pages = await asyncio.gather(
-                *(self._orphan_page(shard, pending[shard], now_ms, page_size) for shard in shards)
-            )
-            pending = {}
-            for shard, (found, last_key) in zip(shards, pages, strict=True):
-                buffer.extend(found)
-                if last_key:
-                    pending[shard] = last_key
-            while len(buffer) >= page_size:
-                yield buffer[:page_size]
-                del buffer[:page_size]
-        if buffer:
-            yield buffer
-
-    async def _orphan_page(
-        self, shard: str, start: Mapping[str, Any] | None, now_ms: int, limit: int
-    ) -> tuple[list[Connection], Mapping[str, Any] | None]:
-        shard_name, shard_names = name(schema.ORPHAN_SHARD)
-        available, available_names = name(schema.AVAILABLE_AT_MS)
-        extra: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
-        self._request("Query")
-        with unavailable_as(StoreUnavailable, "iter_orphans"):
-            response = await self._client.query(
-                TableName=self._tables.connections,
-                IndexName=schema.ORPHAN_INDEX,
-                KeyConditionExpression=f"{shard_name} = :shard AND {available} < :now",
-                ExpressionAttributeNames={**shard_names, **available_names},
-                ExpressionAttributeValues={":shard": s(shard), ":now": n(now_ms)},
-                Limit=limit,
-                **extra,
-            )
-        found = [connection_from_item(item) for item in response.get("Items", [])]
-        return found, response.get("LastEvaluatedKey")
+        return self._queries.iter_orphans(now_ms, page_size)
 
     async def next_available_at(self, now_ms: int) -> int | None:
-        """The first index entry at or after now, per shard (Limit 1), then the minimum."""
         self._count("next_available_at")
-        shard_name, shard_names = name(schema.ORPHAN_SHARD)
-        available, available_names = name(schema.AVAILABLE_AT_MS)
-
-        async def first(shard: str) -> int | None:
-            self._request("Query")
-            with unavailable_as(StoreUnavailable, "next_available_at"):
-                response = await self._client.query(
-                    TableName=self._tables.connections,
-                    IndexName=schema.ORPHAN_INDEX,
-                    KeyConditionExpression=f"{shard_name} = :shard AND {available} >= :now",
-                    ExpressionAttributeNames={**shard_names, **available_names},
-                    ExpressionAttributeValues={":shard": s(shard), ":now": n(now_ms)},
-                    ProjectionExpression=available,
-                    ScanIndexForward=True,
-                    Limit=1,
-                )
-            items = response.get("Items", [])
-            return int(items[0][schema.AVAILABLE_AT_MS]["N"]) if items else None
-
-        found = await asyncio.gather(*(first(sh) for sh in schema.all_orphan_shards(self._shards)))
-        return min((t for t in found if t is not None), default=None)
+        return await self._queries.next_available_at(now_ms)
 
     async def desired_states(self, connection_ids: Sequence[str]) -> Mapping[str, DesiredState]:
         self._count("desired_states")
-        wanted = list(dict.fromkeys(cid for cid in connection_ids if _valid_id(cid)))
-        limit = asyncio.Semaphore(_BATCH_CONCURRENCY)
-
-        async def chunk(ids: Sequence[str]) -> dict[str, DesiredState]:
-            async with limit:
-                return await self._desired_chunk(ids)
-
-        result: dict[str, DesiredState] = {}
-        for part in await asyncio.gather(
-            *(chunk(wanted[i : i + BATCH_GET_KEYS]) for i in range(0, len(wanted), BATCH_GET_KEYS))
-        ):
-            result.update(part)
-        return result
-
-    async def _desired_chunk(self, ids: Sequence[str]) -> dict[str, DesiredState]:
-        table = self._tables.connections
-        pk_name, pk_names = name(schema.PK)
-        state_name, state_names = name(schema.DESIRED_STATE)
-        keys: list[Any] = [key(cid) for cid in ids]
-        found: dict[str, DesiredState] = {}
-        for attempt in range(self._max_attempts):
-            self._request("BatchGetItem")
-            with unavailable_as(StoreUnavailable, "desired_states"):
-                response = await self._client.batch_get_item(
-                    RequestItems={
-                        table: {
-                            "Keys": keys,
-                            "ProjectionExpression": f"{pk_name}, {state_name}",
-                            "ExpressionAttributeNames": {**pk_names, **state_names},
-                        }
-                    }
-                )
-            for item in response.get("Responses", {}).get(table, []):
-                cid = schema.connection_id_of(item[schema.PK]["S"])
-                found[cid] = DesiredState(item[schema.DESIRED_STATE]["S"])
-            unprocessed = response.get("UnprocessedKeys", {}).get(table)
-            keys = list(unprocessed["Keys"]) if unprocessed else []
-            if not keys:
-                return found
-            await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
-        raise StoreUnavailable(
-            f"DynamoDB desired_states: {len(keys)} keys still unprocessed after "
-            f"{self._max_attempts} attempts"
-        )
+        return await self._queries.desired_states(connection_ids)
 
     async def history(self, connection_id: str) -> Sequence[Event]:
         self._count("history")
-        if not _valid_id(connection_id):
-            return []
-        pk_name, pk_names = name(schema.PK)
-        events: list[Event] = []
-        start: Mapping[str, Any] | None = None
-        while True:
-            extra: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
-            self._request("Query")
-            with unavailable_as(StoreUnavailable, "history"):
-                response = await self._client.query(
-                    TableName=self._tables.events,
-                    KeyConditionExpression=f"{pk_name} = :pk",
-                    ExpressionAttributeNames=pk_names,
-                    ExpressionAttributeValues={":pk": s(schema.connection_key(connection_id))},
-                    ConsistentRead=True,
-                    ScanIndexForward=True,  # by version
-                    **extra,
-                )
-            events.extend(event_from_item(item) for item in response.get("Items", []))
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                return events
+        return await self._queries.history(connection_id)
 
     async def list_connections(self, limit: int = 1000) -> Sequence[Connection]:
-        """Up to `limit` connections sorted by id. A Scan has no order: with more than `limit`
-        connections in the table, which ones are listed is arbitrary (they are still sorted)."""
-        found: list[Connection] = []
-        start: Mapping[str, Any] | None = None
-        while len(found) < limit:
-            extra: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
-            self._request("Scan")
-            with unavailable_as(StoreUnavailable, "list_connections"):
-                response = await self._client.scan(
-                    TableName=self._tables.connections,
-                    Limit=min(limit - len(found), 1000),
-                    ConsistentRead=True,
-                    **extra,
-                )
-            found.extend(connection_from_item(item) for item in response.get("Items", []))
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                break
-        return sorted(found, key=lambda c: c.connection_id)[:limit]
+        return await self._queries.list_connections(limit)
 
     # --- accounting ----------------------------------------------------------------------------
 
@@ -625,34 +481,3 @@ class _ConditionFailed(Exception):
 
 class _Conflict(Exception):
     """A transaction was in flight on the item (TransactionConflictException)."""
-
-
-def _renew_update(expires_at_ms: int, now_ms: int, new_seq: int | None) -> Expression:
-    """LeaseRenewed (+1 version), plus Checkpointed (+1, failures cleared) when `new_seq`."""
-    parts = {
-        schema.LEASE_EXPIRES_AT_MS: ":expires",
-        schema.AVAILABLE_AT_MS: ":expires",
-        schema.UPDATED_AT_MS: ":now",
-    }
-    values = {":expires": n(expires_at_ms), ":now": n(now_ms), ":steps": n(1)}
-    if new_seq is not None:
-        parts |= {schema.LAST_SEQ: ":seq", schema.FAILURES: ":zero"}
-        values |= {":seq": n(new_seq), ":zero": n(0), ":steps": n(2)}
-    names: dict[str, str] = {}
-    sets = []
-    for attribute, value in parts.items():
-        placeholder, mapping = name(attribute)
-        names |= mapping
-        sets.append(f"{placeholder} = {value}")
-    version, mapping = name(schema.VERSION)
-    names |= mapping
-    sets.append(f"{version} = {version} + :steps")
-    return Expression("SET " + ", ".join(sets), names, values)
-
-
-def _valid_id(connection_id: str) -> bool:
-    try:
-        validate_connection_id(connection_id)
-    except DomainError:
-        return False
-    return True

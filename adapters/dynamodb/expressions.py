@@ -11,8 +11,17 @@ from adapters.dynamodb.items import (
     OPTIONAL_STATE_ATTRIBUTES,
     AttributeValue,
     connection_to_item,
+    n,
 )
-from adapters.dynamodb.schema import PK
+from adapters.dynamodb.schema import (
+    AVAILABLE_AT_MS,
+    FAILURES,
+    LAST_SEQ,
+    LEASE_EXPIRES_AT_MS,
+    PK,
+    UPDATED_AT_MS,
+    VERSION,
+)
 from domain import Connection
 
 
@@ -78,6 +87,30 @@ def set_state(new: Connection, shards: int, old: Connection | None) -> Expressio
     if removes:
         clauses.append(f"REMOVE {', '.join(removes)}")
     return Expression(" ".join(clauses), names, values)
+
+
+def renew_update(expires_at_ms: int, now_ms: int, new_seq: int | None) -> Expression:
+    """A heartbeat's update: LeaseRenewed (+1 version), plus Checkpointed (+1, failures
+    cleared) when `new_seq`. The version is incremented in place, so this needs no read."""
+    parts = {
+        LEASE_EXPIRES_AT_MS: ":expires",
+        AVAILABLE_AT_MS: ":expires",
+        UPDATED_AT_MS: ":now",
+    }
+    values = {":expires": n(expires_at_ms), ":now": n(now_ms), ":steps": n(1)}
+    if new_seq is not None:
+        parts |= {LAST_SEQ: ":seq", FAILURES: ":zero"}
+        values |= {":seq": n(new_seq), ":zero": n(0), ":steps": n(2)}
+    names: dict[str, str] = {}
+    sets = []
+    for attribute, value in parts.items():
+        placeholder, mapping = name(attribute)
+        names |= mapping
+        sets.append(f"{placeholder} = {value}")
+    version, mapping = name(VERSION)
+    names |= mapping
+    sets.append(f"{version} = {version} + :steps")
+    return Expression("SET " + ", ".join(sets), names, values)
 
 
 def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
