@@ -68,7 +68,13 @@ async def serve(worker: Worker, settings: Settings) -> int:
         health = HealthServer(
             worker, settings.health_host, settings.health_port, settings.service_name
         )
-        await health.start()
+        try:
+            await health.start()
+        except OSError as exc:  # taken, or not an address of this host
+            raise ConfigurationError(
+                f"WSFLEET_HEALTH_PORT={settings.health_port}: cannot listen on "
+                f"{settings.health_host}:{settings.health_port}: {exc.strerror or exc}"
+            ) from exc
     signals = ShutdownSignals(worker.request_shutdown, settings.worker.shutdown_budget_s)
     signals.install()
     log.info(

@@ -5,6 +5,7 @@ subscribed when, and of what was sent)."""
 import asyncio
 import json
 import signal
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -249,6 +250,17 @@ async def test_a_message_sink_that_cannot_be_loaded_exits_2(deployment: Deployme
     )
     assert code == 2
     assert "WSFLEET_MESSAGE_SINK='no_such_module:Sink': cannot import 'no_such_module'" in stderr
+    assert "Traceback" not in stderr
+
+
+async def test_a_health_port_in_use_exits_2_naming_the_variable() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, stderr = await _run_worker({**_AWS, "WSFLEET_HEALTH_PORT": str(port)})
+    assert code == 2
+    assert f"WSFLEET_HEALTH_PORT={port}: cannot listen on 127.0.0.1:{port}" in stderr
     assert "Traceback" not in stderr
 
 
