@@ -1,0 +1,84 @@
+"""The operator commands: `start`, `stop`, `status`, `history`.
+
+START and STOP go through the same EventRouter as the Lambda and the local API (validation,
+SSRF rules, idempotency, the hint after a START); `status` and `history` read the store. With
+`--json`, each prints the document the HTTP API would answer (the same views), for scripts.
+"""
+
+import argparse
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from application.router import CommandOutcome, EventRouter
+from domain import ConnectionNotFound
+from entrypoints.api.views import connection_view, event_view
+from entrypoints.cli import tables
+from entrypoints.cli.backend import command_settings, open_backend
+from entrypoints.containers import provide
+
+EXIT_OK = 0
+
+
+async def start(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    settings = command_settings(env, writes=True, needs_queue=True)
+    async with open_backend(settings) as container:
+        router: EventRouter = await provide(container.core.router)
+        outcome = await router.start(args.connection_id, args.ws_url)
+        _print_outcome(outcome, container.core.clock().now_ms(), args.json)
+    return EXIT_OK
+
+
+async def stop(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    settings = command_settings(env, writes=False, needs_queue=True)
+    async with open_backend(settings) as container:
+        router: EventRouter = await provide(container.core.router)
+        outcome = await router.stop(args.connection_id)
+        _print_outcome(outcome, container.core.clock().now_ms(), args.json)
+    return EXIT_OK
+
+
+async def status(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    settings = command_settings(env, writes=False)
+    async with open_backend(settings) as container:
+        store = await provide(container.store)
+        clock = container.core.clock()
+        connections = await store.list_connections(limit=args.limit)
+        now_ms = clock.now_ms()
+    if args.json:
+        views = [connection_view(c, now_ms) for c in connections]
+        _print_json({"now_ms": now_ms, "connections": views})
+    else:
+        tables.print_status(
+            tables.console(), connections, now_ms, limited=len(connections) >= args.limit
+        )
+    return EXIT_OK
+
+
+async def history(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    settings = command_settings(env, writes=False)
+    async with open_backend(settings) as container:
+        router: EventRouter = await provide(container.core.router)
+        events = await router.history(args.connection_id)
+    if not events:
+        raise ConnectionNotFound(f"connection {args.connection_id!r} was never started")
+    if args.json:
+        _print_json(
+            {"connection_id": args.connection_id, "events": [event_view(e) for e in events]}
+        )
+    else:
+        tables.print_history(tables.console(), args.connection_id, events)
+    return EXIT_OK
+
+
+def _print_outcome(outcome: CommandOutcome, now_ms: int, as_json: bool) -> None:
+    view = connection_view(outcome.connection, now_ms)
+    result = "accepted" if outcome.changed else "unchanged"
+    if as_json:
+        _print_json({"result": result, "connection": view})
+    else:
+        tables.print_outcome(tables.console(), result, outcome.connection, now_ms)
+
+
+def _print_json(document: Any) -> None:
+    print(json.dumps(document, indent=2, ensure_ascii=False))

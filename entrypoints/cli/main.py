@@ -1,0 +1,184 @@
+"""`wsfleet`: the command line. One parser, one backend switch, one place for exit codes.
+
+Command modules are imported when their command runs (they load every adapter, about a second),
+so `--help` and usage errors answer at once.
+"""
+
+import argparse
+import asyncio
+import importlib
+import os
+import re
+import sys
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from application.errors import ApplicationError, ConfigurationError
+from application.url_policy import ForbiddenUrl
+from domain import DomainError
+from entrypoints.cli import simulate
+from entrypoints.cli.options import add_backend_options, command_environment
+from entrypoints.demo import cli as demo
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # refused (bad id or URL, not found, conflict) or the backend failed
+EXIT_USAGE = 2  # bad arguments or configuration (argparse's own convention)
+EXIT_INTERRUPTED = 130
+
+DESCRIPTION = """\
+Run and operate a wsfleet: workers that hold long-lived outbound WebSocket connections with
+exactly one owner each. The embedded backend (default) keeps everything in SQLite files under
+the data directory, for one host; --backend aws uses DynamoDB and SQS (--endpoint-url for a
+local emulator such as moto)."""
+
+EPILOG = """\
+exit codes: 0 success; 1 refused (invalid id or URL, unknown connection, conflict) or the
+backend failed; 2 bad arguments or configuration (including a missing data directory);
+130 interrupted. `wsfleet demo` exits 1 if an invariant broke. `wsfleet worker` exits as the
+ECS worker does (0 after a graceful shutdown, 1 crashed, 70 shutdown overran its budget).
+
+Settings: every WSFLEET_* environment variable (docs/settings.md); flags override them."""
+
+PRIVATE_HINT = (
+    "  (an upstream on this machine or a private network: set "
+    "WSFLEET_ALLOW_PRIVATE_UPSTREAMS=true for the command, the API and the workers; "
+    "local development only)"
+)
+
+Handler = Callable[[argparse.Namespace, Mapping[str, str]], Coroutine[Any, Any, int]]
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,48}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="wsfleet", description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter
+    )
+    add_backend_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, help_: str, handler: str | None, backend: bool = True) -> Any:
+        p = sub.add_parser(name, help=help_, description=help_, formatter_class=formatter)
+        if backend:
+            add_backend_options(p)
+        p.set_defaults(handler=handler)
+        return p
+
+    p = command(
+        "worker", "run a worker: take connections, stream them, hand them over", "serve:worker"
+    )
+    p.add_argument("--name", type=_name, help="worker id prefix (a random suffix is added)")
+    p.add_argument(
+        "--health-port",
+        type=_port,
+        help="port of /healthz and /status (0 disables) [WSFLEET_HEALTH_PORT, default 8080]",
+    )
+
+    p = command("api", "serve the event API over HTTP (the Lambda router's routes)", "serve:api")
+    p.add_argument("--host", help="address to bind [WSFLEET_API_HOST, default 127.0.0.1]")
+    p.add_argument(
+        "--port", type=_port, help="port; 0 picks a free one [WSFLEET_API_PORT, default 8000]"
+    )
+
+    p = command("start", "START a connection: someone should stream URL", "commands:start")
+    p.add_argument("connection_id", metavar="ID", help="the connection id")
+    p.add_argument("ws_url", metavar="URL", help="the upstream's ws:// or wss:// URL")
+    p.add_argument("--json", action="store_true", help="print the API's JSON answer")
+
+    p = command("stop", "STOP a connection: its owner releases it", "commands:stop")
+    p.add_argument("connection_id", metavar="ID", help="the connection id")
+    p.add_argument("--json", action="store_true", help="print the API's JSON answer")
+
+    p = command(
+        "status",
+        "list connections: desired state, owner, lease remaining, token, checkpoint",
+        "commands:status",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON (the API's views)")
+    p.add_argument("--limit", type=_positive, default=1000, help="at most this many (by id)")
+
+    p = command("history", "the ownership log of a connection", "commands:history")
+    p.add_argument("connection_id", metavar="ID", help="the connection id")
+    p.add_argument("--json", action="store_true", help="print JSON (the API's views)")
+
+    p = command(
+        "simulate-upstream",
+        "serve simulated live upstream streams (ws://HOST:PORT/stream/<id>)",
+        None,
+        backend=False,
+    )
+    simulate.add_arguments(p)
+
+    p = command("demo", demo.DESCRIPTION, None)
+    demo.add_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    env = os.environ if environ is None else environ
+    name = f"wsfleet {args.command}"
+    try:
+        if args.command == "simulate-upstream":
+            simulate.check(parser, args)
+            return simulate.run(args)
+        if args.command == "demo":
+            demo.check(parser, args)
+            return demo.run(args, command_environment(args, env))
+        return asyncio.run(_handler(args.handler)(args, command_environment(args, env)))
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except ConfigurationError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ForbiddenUrl as exc:
+        print(f"{name}: refused: {exc}", file=sys.stderr)
+        print(PRIVATE_HINT, file=sys.stderr)
+        return EXIT_FAILED
+    except DomainError as exc:
+        print(f"{name}: refused: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except ApplicationError as exc:  # the store, queue or sink did not answer
+        print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except (BotoCoreError, ClientError) as exc:  # AWS refused (missing table, no access...)
+        print(f"{name}: AWS error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _handler(ref: str) -> Handler:
+    """`"commands:start"` -> entrypoints.cli.commands.start."""
+    module, _, name = ref.partition(":")
+    handler: Handler = getattr(importlib.import_module(f"entrypoints.cli.{module}"), name)
+    return handler
+
+
+def _port(text: str) -> int:
+    value = _int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535)")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def _name(text: str) -> str:
+    if not _NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r}: use 1-48 of A-Z a-z 0-9 . _ -")
+    return text

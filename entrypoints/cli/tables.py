@@ -1,0 +1,104 @@
+"""How the operator commands show connections and histories in a terminal (rich tables; plain
+text when the output is not a terminal). URLs are shown redacted, as the API shows them."""
+
+import datetime
+from collections import Counter
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from adapters.websocket import redact_url
+from domain import NO_OWNER, Connection, DesiredState, Event, LeaseStatus
+from entrypoints.api.views import event_view
+
+_EVENT_FIELDS = ("type", "connection_id", "version", "at_ms")
+
+
+def console() -> Console:
+    """The terminal's width on a terminal; wide lines for pipes and files (scripts grep them)."""
+    terminal = Console()
+    return terminal if terminal.is_terminal else Console(width=200)
+
+
+def lease_text(conn: Connection, now_ms: int) -> str:
+    status = conn.lease_status(now_ms)
+    if status is LeaseStatus.HELD:
+        return f"{conn.lease_remaining_ms(now_ms) / 1000:.1f}s"
+    if status is LeaseStatus.EXPIRED:
+        return f"expired {(now_ms - conn.expires_at_ms) / 1000:.1f}s ago"
+    return str(status.value).lower().replace("_", " ")
+
+
+def owner_text(conn: Connection) -> str:
+    return "-" if conn.owner == NO_OWNER else conn.owner
+
+
+def status_table(connections: Sequence[Connection], now_ms: int) -> Table:
+    table = Table(show_edge=False, pad_edge=False)
+    for name, justify in (
+        ("connection", "left"),
+        ("desired", "left"),
+        ("owner", "left"),
+        ("lease", "right"),
+        ("token", "right"),
+        ("checkpoint", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for conn in connections:
+        desired = conn.desired_state.value
+        if conn.stop_reason is not None:
+            desired += f" ({conn.stop_reason.value.lower().replace('_', ' ')})"
+        table.add_row(
+            conn.connection_id,
+            desired,
+            owner_text(conn),
+            lease_text(conn, now_ms),
+            str(conn.token),
+            str(conn.checkpoint_seq),
+        )
+    return table
+
+
+def print_status(
+    console: Console, connections: Sequence[Connection], now_ms: int, *, limited: bool
+) -> None:
+    if not connections:
+        console.print("no connections")
+        return
+    console.print(status_table(connections, now_ms))
+    started = sum(c.desired_state is DesiredState.STARTED for c in connections)
+    held = Counter(c.owner for c in connections if c.lease_status(now_ms) is LeaseStatus.HELD)
+    more = " (limit reached: --limit shows more)" if limited else ""
+    console.print(
+        f"{len(connections)} connections{more}: {started} started, "
+        f"{sum(held.values())} held by {len(held)} workers"
+    )
+
+
+def print_outcome(console: Console, result: str, conn: Connection, now_ms: int) -> None:
+    console.print(
+        f"{conn.connection_id}: {result} - {conn.desired_state.value}, "
+        f"owner {owner_text(conn)}, lease {lease_text(conn, now_ms)}, token {conn.token}, "
+        f"checkpoint {conn.checkpoint_seq}, url {redact_url(conn.ws_url)}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def print_history(console: Console, connection_id: str, events: Sequence[Event]) -> None:
+    table = Table(title=f"history of {connection_id}", show_edge=False, pad_edge=False)
+    table.add_column("version", justify="right")
+    table.add_column("at (UTC)")
+    table.add_column("event")
+    table.add_column("details", overflow="fold")
+    for event in events:
+        view = event_view(event)
+        details = ", ".join(f"{k}={v}" for k, v in view.items() if k not in _EVENT_FIELDS)
+        table.add_row(str(event.version), utc(event.at_ms), view["type"], details)
+    console.print(table)
+
+
+def utc(at_ms: int) -> str:
+    moment = datetime.datetime.fromtimestamp(at_ms / 1000, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{at_ms % 1000:03d}"

@@ -1,0 +1,1 @@
+"""`wsfleet demo`: see entrypoints/demo/cli.py."""

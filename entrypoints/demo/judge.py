@@ -1,0 +1,199 @@
+"""The verdict: computed from the simulator's records and what the sink stored, not from what
+the workers say about themselves.
+
+Per connection (its stream ended, so everything emitted is known):
+- lost: seqs the upstream emitted (1..emitted) that the sink does not hold. The workers also
+  recorded checkpoint == emitted, so "up to the final checkpoint" is the same set.
+- duplicated: extra copies of a seq in the sink. The sink's key is (connection, seq), so this
+  is 0 by construction; it is counted from what is read back anyway.
+- re-sent: frames the upstream sent more than once, across subscribers (sent - emitted): the
+  messages between a crashed owner's last checkpoint and its death, replayed to the new owner.
+  They are not duplicates in the sink: the new owner's writes overwrite the same keys (the
+  SQLite sink counts those rewrites).
+- peak subscribers: the most subscribers the stream ever had at once, over the whole run.
+Per move (the crash, the graceful handoff): for each connection the stopped worker held, the
+time from the signal to the new owner's connect as the simulator saw it, and the ownership
+event that moved it (LeaseTakenOver after a crash: the lease expired; LeaseAcquired after a
+handoff: it was released).
+"""
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from domain import Connection, DesiredState, Event, LeaseAcquired, LeaseTakenOver, StopReason
+
+
+@attrs.frozen
+class Move:
+    kind: str  # "crash" (SIGKILL) or "handoff" (SIGTERM)
+    worker: str
+    signal_at_ms: int
+    connection_ids: tuple[str, ...]
+    exit_code: int | None  # of the signalled worker
+
+
+@attrs.frozen
+class Takeover:
+    connection_id: str
+    ms: int | None  # None: no new subscriber after the signal
+    via: str  # the ownership event that moved it
+
+
+@attrs.frozen
+class ConnectionResult:
+    connection_id: str
+    emitted: int
+    stored: int
+    lost: int
+    duplicated: int
+    beyond_emitted: int
+    checkpoint: int
+    peak_subscribers: int
+    connects: int
+    resent: int
+    rewrites: int | None
+    ended: bool
+
+
+@attrs.frozen
+class Summary:
+    backend: str
+    connections: list[ConnectionResult]
+    moves: list[tuple[Move, list[Takeover]]]
+    violations: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def total(self, field: str) -> int:
+        return sum(getattr(c, field) or 0 for c in self.connections)
+
+    def takeover_stats(self, kind: str) -> dict[str, float] | None:
+        times = [t.ms for m, ts in self.moves if m.kind == kind for t in ts if t.ms is not None]
+        if not times:
+            return None
+        return {
+            "count": len(times),
+            "min_ms": min(times),
+            "median_ms": statistics.median(times),
+            "max_ms": max(times),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "backend": self.backend,
+            "violations": self.violations,
+            "totals": {
+                "connections": len(self.connections),
+                "emitted": self.total("emitted"),
+                "stored": self.total("stored"),
+                "lost": self.total("lost"),
+                "duplicated": self.total("duplicated"),
+                "resent_by_upstream": self.total("resent"),
+                "sink_rewrites": (
+                    self.total("rewrites")
+                    if self.connections[:1] and self.connections[0].rewrites is not None
+                    else None
+                ),
+                "max_peak_subscribers": max(
+                    (c.peak_subscribers for c in self.connections), default=0
+                ),
+            },
+            "takeover": {
+                "crash": self.takeover_stats("crash"),
+                "handoff": self.takeover_stats("handoff"),
+            },
+            "moves": [
+                {**attrs.asdict(move), "takeovers": [attrs.asdict(t) for t in takeovers]}
+                for move, takeovers in self.moves
+            ],
+            "connections": [attrs.asdict(c) for c in self.connections],
+        }
+
+
+def judge_connection(
+    connection_id: str,
+    record: Mapping[str, Any] | None,
+    conn: Connection | None,
+    stored: Sequence[int],
+    rewrites: int | None,
+) -> ConnectionResult:
+    emitted = int(record["emitted"]) if record else 0
+    unique = set(stored)
+    return ConnectionResult(
+        connection_id=connection_id,
+        emitted=emitted,
+        stored=len(unique),
+        lost=sum(1 for seq in range(1, emitted + 1) if seq not in unique),
+        duplicated=len(stored) - len(unique),
+        beyond_emitted=sum(1 for seq in unique if seq > emitted or seq < 1),
+        checkpoint=conn.checkpoint_seq if conn else 0,
+        peak_subscribers=int(record["peak_subscribers"]) if record else 0,
+        connects=int(record["connects"]) if record else 0,
+        resent=max(0, int(record["sent"]) - emitted) if record else 0,
+        rewrites=rewrites,
+        ended=conn is not None
+        and conn.desired_state is DesiredState.STOPPED
+        and conn.stop_reason is StopReason.STREAM_ENDED,
+    )
+
+
+def takeovers(
+    move: Move, streams: Mapping[str, Mapping[str, Any]], histories: Mapping[str, Sequence[Event]]
+) -> list[Takeover]:
+    found = []
+    for cid in move.connection_ids:
+        connects = [
+            c["connected_at_ms"]
+            for c in streams.get(cid, {}).get("connections", [])
+            if c["connected_at_ms"] >= move.signal_at_ms
+        ]
+        moved_by = next(
+            (
+                type(e).__name__
+                for e in histories.get(cid, ())
+                if isinstance(e, LeaseAcquired | LeaseTakenOver) and e.at_ms >= move.signal_at_ms
+            ),
+            "none",
+        )
+        ms = min(connects) - move.signal_at_ms if connects else None
+        found.append(Takeover(cid, ms, moved_by))
+    return found
+
+
+def violations(
+    results: Sequence[ConnectionResult], moves: Sequence[tuple[Move, list[Takeover]]]
+) -> list[str]:
+    problems = []
+    for r in results:
+        cid = r.connection_id
+        if r.lost:
+            problems.append(f"{cid}: {r.lost} of {r.emitted} emitted messages are not in the sink")
+        if r.duplicated:
+            problems.append(f"{cid}: {r.duplicated} seqs stored more than once")
+        if r.beyond_emitted:
+            problems.append(f"{cid}: {r.beyond_emitted} stored seqs were never emitted")
+        if r.peak_subscribers > 1:
+            problems.append(f"{cid}: {r.peak_subscribers} subscribers at once (must be 1)")
+        if not r.ended or r.checkpoint != r.emitted:
+            problems.append(
+                f"{cid}: not ended cleanly (checkpoint {r.checkpoint}, emitted {r.emitted})"
+            )
+    for move, moved in moves:
+        expected = "LeaseTakenOver" if move.kind == "crash" else "LeaseAcquired"
+        for t in moved:
+            if t.ms is None:
+                problems.append(f"{t.connection_id}: no new subscriber after the {move.kind}")
+            elif t.via != expected:
+                problems.append(
+                    f"{t.connection_id}: moved by {t.via} after the {move.kind}, "
+                    f"expected {expected}"
+                )
+        if move.kind == "handoff" and move.exit_code != 0:
+            problems.append(f"{move.worker} exited {move.exit_code} after SIGTERM (expected 0)")
+    return problems

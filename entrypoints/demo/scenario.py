@@ -1,0 +1,237 @@
+"""The demo's script: simulator, API and workers up; START every connection through the API;
+SIGKILL the busiest worker (a replacement starts, as a supervisor would); SIGTERM the next
+busiest (its replacement started first, as in a rolling deploy); end every stream; judge.
+
+Every wait has a deadline (a phase that overruns raises TimeoutError, naming what it waited
+for), and every process is ended by the caller's `Children.close`, whatever happens here.
+"""
+
+import asyncio
+import signal
+import time
+from collections.abc import Awaitable, Sequence
+from pathlib import Path
+from typing import Any
+
+from entrypoints.demo import backends, http
+from entrypoints.demo.judge import Move, Summary, judge_connection, takeovers, violations
+from entrypoints.demo.monitor import Monitor, Snapshot
+from entrypoints.demo.options import DemoOptions
+from entrypoints.demo.processes import Child, Children, DemoError
+from entrypoints.demo.view import Reporter
+
+READY_S = 30.0  # for a process to print that it listens (imports take a second or two)
+PARALLEL_REQUESTS = 8
+WORKER_READY = r'"worker starting"|worker \S+ running'
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Scenario:
+    def __init__(
+        self,
+        options: DemoOptions,
+        env: dict[str, str],
+        children: Children,
+        reporter: Reporter,
+        run_dir: Path,
+    ) -> None:
+        self.options = options
+        self.env = env
+        self.children = children
+        self.reporter = reporter
+        self.run_dir = run_dir
+        self.ids = [f"demo-{i:02d}" for i in range(1, options.connections + 1)]
+        self.workers: list[Child] = []
+        self.sim_http = ""
+
+    async def run(self) -> Summary:
+        opts, children = self.options, self.children
+        self.reporter.phase(
+            f"starting: {opts.backend} backend, simulator, API, {opts.workers} workers"
+        )
+        async with backends.prepare(opts, children, self.run_dir, self.env) as probe:
+            self.reporter.event(f"state in {probe.where}")
+            sim = await children.spawn(
+                "simulator",
+                ["simulate-upstream", "--port", "0", "--rate", str(opts.rate)],
+                self.env,
+            )
+            sim_ws = (await children.wait_for_line(sim, r"listening on (ws://\S+)", READY_S)).group(
+                1
+            )
+            self.sim_http = "http://" + sim_ws.removeprefix("ws://")
+            api = await children.spawn("api", ["api", "--port", "0"], self.env)
+            api_url = (
+                await children.wait_for_line(api, r"listening on (http://\S+)", READY_S)
+            ).group(1)
+            self.reporter.event(f"simulator {sim_ws}, API {api_url}")
+            for _ in range(opts.workers):
+                await self._start_worker()
+            for worker in self.workers:  # all polling before the STARTs: they share them
+                await children.wait_for_line(worker, WORKER_READY, READY_S)
+            monitor = Monitor(
+                probe,
+                f"{self.sim_http}/records",
+                self.ids,
+                lambda: self.workers,
+                self.reporter.update,
+            )
+            watching = asyncio.create_task(monitor.run(), name="demo-monitor")
+            try:
+                return await self._script(monitor, probe, api_url, sim_ws)
+            finally:
+                watching.cancel()
+                await asyncio.gather(watching, return_exceptions=True)
+
+    async def _script(
+        self, monitor: Monitor, probe: backends.Probe, api_url: str, sim_ws: str
+    ) -> Summary:
+        opts = self.options
+        self.reporter.phase(f"START {len(self.ids)} connections through the API")
+        await self._start_connections(api_url, sim_ws)
+        snapshot = await self._settle(monitor, "every connection has one owner and one subscriber")
+        self.reporter.event("owners: " + _load_text(snapshot))
+        await self._steady()
+
+        self.reporter.phase("crash: SIGKILL the busiest worker")
+        crash = await self._crash(monitor)
+        await self._settle(monitor, "every connection of the crashed worker is taken over")
+        self.reporter.event("owners: " + _load_text(monitor.latest))
+        await self._steady()
+
+        self.reporter.phase("graceful handoff: SIGTERM the next busiest worker")
+        handoff = await self._handoff(monitor)
+        await self._settle(monitor, "every connection of the stopped worker is taken")
+        self.reporter.event("owners: " + _load_text(monitor.latest))
+        await self._steady()
+
+        self.reporter.phase("ending every stream (the upstream closes them normally)")
+        for cid in self.ids:
+            await self._expect(http.call("POST", f"{self.sim_http}/streams/{cid}/end"), 200)
+        await monitor.wait_until(
+            lambda s: all(_ended(s, cid) for cid in self.ids),
+            opts.recovery_timeout_s,
+            "every stream ended and every lease was released",
+        )
+        self.reporter.event("every stream ended; judging from the simulator's records and the sink")
+        return await self._judge(probe, [crash, handoff])
+
+    async def _start_worker(self) -> Child:
+        name = f"w{len(self.workers) + 1}"
+        child = await self.children.spawn(name, ["worker", "--name", name], self.env)
+        self.workers.append(child)
+        self.reporter.event(f"started worker {name} (pid {child.pid})")
+        return child
+
+    async def _start_connections(self, api_url: str, sim_ws: str) -> None:
+        limit = asyncio.Semaphore(PARALLEL_REQUESTS)
+
+        async def start(cid: str) -> None:
+            async with limit:
+                # The meeting exists before anyone streams it: seq 1 is due from now on.
+                await self._expect(http.call("POST", f"{self.sim_http}/streams/{cid}"), 201)
+                body = {
+                    "event_type": "START",
+                    "connection_id": cid,
+                    "ws_url": f"{sim_ws}/stream/{cid}",
+                }
+                await self._expect(http.call("POST", f"{api_url}/events", body), 202)
+
+        await asyncio.gather(*(start(cid) for cid in self.ids))
+        self.reporter.event(f"{len(self.ids)} STARTs accepted (202)")
+
+    async def _crash(self, monitor: Monitor) -> Move:
+        victim, owned = await self._busiest(monitor, exclude=())
+        signal_at = now_ms()
+        self.children.send(victim, signal.SIGKILL)
+        self.reporter.event(
+            f"SIGKILL {victim.name} (pid {victim.pid}) holding {len(owned)} connections"
+        )
+        await self._start_worker()  # the supervisor replaces it
+        code = await self.children.wait(victim, 10)
+        return Move("crash", victim.name, signal_at, tuple(owned), code)
+
+    async def _handoff(self, monitor: Monitor) -> Move:
+        replacement = await self._start_worker()  # a rolling deploy starts the new one first
+        try:
+            await self.children.wait_for_line(replacement, WORKER_READY, READY_S)
+        except DemoError as exc:
+            raise DemoError(f"the replacement worker did not start: {exc}") from exc
+        target, owned = await self._busiest(monitor, exclude=(replacement,))
+        signal_at = now_ms()
+        self.children.send(target, signal.SIGTERM)
+        self.reporter.event(
+            f"SIGTERM {target.name} (pid {target.pid}) holding {len(owned)} connections"
+        )
+        code = await self.children.wait(target, 20)
+        self.reporter.event(f"{target.name} exited with code {code}")
+        return Move("handoff", target.name, signal_at, tuple(owned), code)
+
+    async def _busiest(self, monitor: Monitor, exclude: Sequence[Child]) -> tuple[Child, list[str]]:
+        snapshot = await monitor.refresh()
+        load = snapshot.load()
+        candidates = [
+            w for w in self.workers if w.running and w.signalled is None and w not in exclude
+        ]
+        if not candidates:
+            raise DemoError("no running worker left to stop")
+        chosen = max(candidates, key=lambda w: load.get(w.name, 0))
+        owned = [cid for cid in self.ids if snapshot.held_by(cid) == chosen.name]
+        return chosen, owned
+
+    async def _settle(self, monitor: Monitor, what: str) -> Snapshot:
+        return await monitor.wait_until(
+            lambda s: all(
+                s.held_by(cid) in self._live_names() and s.subscribers(cid) == 1 for cid in self.ids
+            ),
+            self.options.recovery_timeout_s,
+            what,
+        )
+
+    def _live_names(self) -> set[str]:
+        return {w.name for w in self.workers if w.running and w.signalled is None}
+
+    async def _steady(self) -> None:
+        await asyncio.sleep(self.options.steady_s)
+
+    async def _judge(self, probe: backends.Probe, moves: list[Move]) -> Summary:
+        status, body = await http.call("GET", f"{self.sim_http}/records")
+        if status != 200 or not isinstance(body, dict):
+            raise DemoError(f"the simulator's records: {status} {body!r}")
+        streams = body["streams"]
+        final = {c.connection_id: c for c in await probe.store.list_connections(limit=10_000)}
+        rewrites = await probe.rewrites() if probe.rewrites else None
+        results = [
+            judge_connection(
+                cid,
+                streams.get(cid),
+                final.get(cid),
+                await probe.seqs(cid),
+                None if rewrites is None else rewrites.get(cid, 0),
+            )
+            for cid in self.ids
+        ]
+        moved = {cid for move in moves for cid in move.connection_ids}
+        histories = {cid: await probe.store.history(cid) for cid in moved}
+        judged_moves = [(m, takeovers(m, streams, histories)) for m in moves]
+        return Summary(probe.backend, results, judged_moves, violations(results, judged_moves))
+
+    async def _expect(self, request: Awaitable[tuple[int, Any]], status: int) -> None:
+        got, body = await request
+        if got != status:
+            raise DemoError(f"expected HTTP {status}, got {got}: {body!r}")
+
+
+def _ended(snapshot: Snapshot, cid: str) -> bool:
+    conn = snapshot.connections.get(cid)
+    return conn is not None and conn.desired_state.value == "STOPPED" and conn.owner == ""
+
+
+def _load_text(snapshot: Snapshot | None) -> str:
+    if snapshot is None:
+        return "-"
+    load = snapshot.load()
+    return ", ".join(f"{name} {count}" for name, count in sorted(load.items())) or "none"

@@ -1,0 +1,100 @@
+"""The embedded deployment: everything on one host, nothing to install or pay for.
+
+`EmbeddedContainer` is the sibling of `AwsContainer` (entrypoints/containers.py): it provides
+the same five ports and embeds the same `CoreContainer`, so the router, the event API and the
+worker are exactly the ones that run on AWS. Here the ports are:
+
+- store and queue: SQLite, `<WSFLEET_DATA_DIR>/wsfleet.sqlite` (connections, the ownership
+  log and the hint queue; WAL mode, shared by every process of the host);
+- sink: SQLite, `<WSFLEET_DATA_DIR>/messages.sqlite` (a file of its own, so the bulk of the
+  writes never delays a lease renewal), or the team's own sink (WSFLEET_MESSAGE_SINK);
+- metrics: one JSON log line per flush (adapters/jsonlog);
+- upstream: the WebSocket connector.
+
+The data directory must exist when the adapters open (the CLI creates it for commands that
+write: see entrypoints/cli/backend.py). Each SQLite adapter is an async Resource: opened on
+first use, closed by `await shutdown(container)`.
+"""
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from dependency_injector import containers, providers
+
+from adapters.jsonlog.metrics import JsonLogMetrics
+from adapters.sqlite.message_sink import SqliteMessageSink
+from adapters.sqlite.queue import SqliteNotificationQueue
+from adapters.sqlite.store import SqliteConnectionStore
+from adapters.system.clock import SystemClock
+from adapters.websocket import WebSocketConnector
+from application.ports import Clock, MessageSink
+from entrypoints.containers import CoreContainer, websocket_options
+from entrypoints.extensions import user_hook, user_sink
+from entrypoints.settings import Settings
+
+STATE_FILE = "wsfleet.sqlite"
+MESSAGES_FILE = "messages.sqlite"
+
+
+def state_path(settings: Settings) -> Path:
+    return Path(settings.data_dir) / STATE_FILE
+
+
+def messages_path(settings: Settings) -> Path:
+    return Path(settings.data_dir) / MESSAGES_FILE
+
+
+async def sqlite_store(settings: Settings) -> AsyncIterator[SqliteConnectionStore]:
+    async with SqliteConnectionStore.open(state_path(settings)) as store:
+        yield store
+
+
+async def sqlite_queue(settings: Settings, clock: Clock) -> AsyncIterator[SqliteNotificationQueue]:
+    async with SqliteNotificationQueue.open(
+        state_path(settings),
+        clock,
+        # The visibility timeout has the same meaning as on SQS; 0 is allowed there only.
+        visibility_timeout_s=max(1, settings.hint_visibility_timeout_s),
+    ) as queue:
+        yield queue
+
+
+async def sqlite_sink(settings: Settings) -> AsyncIterator[MessageSink]:
+    async with SqliteMessageSink.open(messages_path(settings)) as sink:
+        yield sink
+
+
+def _sink_choice(settings: Settings) -> str:
+    return "custom" if settings.message_sink else "default"
+
+
+class EmbeddedContainer(containers.DeclarativeContainer):
+    """One host: SQLite store, queue and sink under the data directory, JSON-log metrics,
+    WebSocket upstreams."""
+
+    settings = providers.Dependency(instance_of=Settings)
+
+    clock = providers.Singleton(SystemClock)
+    store = providers.Resource(sqlite_store, settings)
+    queue = providers.Resource(sqlite_queue, settings, clock)
+    sink = providers.Selector(
+        providers.Callable(_sink_choice, settings),
+        default=providers.Resource(sqlite_sink, settings),
+        custom=providers.Resource(user_sink, settings),
+    )
+    metrics = providers.Singleton(JsonLogMetrics)
+    upstream = providers.Singleton(
+        WebSocketConnector,
+        options=providers.Callable(websocket_options, settings),
+        hook=providers.Callable(user_hook, settings),
+    )
+
+    core = providers.Container(
+        CoreContainer,
+        settings=settings,
+        store=store,
+        queue=queue,
+        sink=sink,
+        metrics=metrics,
+        upstream=upstream,
+    )
