@@ -7,6 +7,7 @@ import base64
 import binascii
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 from entrypoints.api.http import MAX_BODY_BYTES, ApiError, HttpRequest, HttpResponse
 
@@ -17,7 +18,7 @@ def to_request(event: Mapping[str, Any], request_id: str) -> HttpRequest:
     path = event.get("path")
     if not isinstance(method, str) or not isinstance(path, str):
         raise ApiError(400, "invalid_request", "not an API Gateway REST proxy event")
-    return HttpRequest(method.upper(), path, _body(event), request_id)
+    return HttpRequest(method.upper(), _api_path(event, path), _body(event), request_id)
 
 
 def request_id_of(event: Mapping[str, Any], fallback: str) -> str:
@@ -37,6 +38,19 @@ def to_proxy_response(response: HttpResponse, request_id: str) -> dict[str, Any]
         "body": response.encoded_body(),
         "isBase64Encoded": False,
     }
+
+
+def _api_path(event: Mapping[str, Any], path: str) -> str:
+    """The path within the API. Behind a `{proxy+}` resource it is rebuilt from the resource
+    and the proxy parameter, because `path` also carries a custom domain's base path
+    (`/v1/events`) when the API is mapped below one."""
+    resource = event.get("resource")
+    parameters = event.get("pathParameters")
+    if isinstance(resource, str) and "{proxy+}" in resource and isinstance(parameters, Mapping):
+        proxy = parameters.get("proxy")
+        if isinstance(proxy, str):
+            return resource.replace("{proxy+}", quote(proxy, safe="/"))
+    return path
 
 
 def _body(event: Mapping[str, Any]) -> bytes:

@@ -5,6 +5,7 @@ import base64
 import itertools
 import json
 from typing import Any
+from urllib.parse import unquote
 
 import attrs
 
@@ -43,7 +44,7 @@ def proxy_event(
         "multiValueHeaders": {k: [v] for k, v in all_headers.items()},
         "queryStringParameters": None,
         "multiValueQueryStringParameters": None,
-        "pathParameters": {"proxy": path.lstrip("/")},
+        "pathParameters": {"proxy": unquote(path.lstrip("/"))},  # decoded, as API Gateway does
         "stageVariables": None,
         "requestContext": {
             "resourceId": "abc",

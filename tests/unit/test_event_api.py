@@ -109,3 +109,12 @@ def test_a_proxy_body_with_a_lone_surrogate_becomes_bytes_that_are_refused_later
     request = to_request(proxy_event("POST", "/events", raw_body='{"a": "\ud800"}'), "r")
     with pytest.raises(UnicodeDecodeError):
         request.body.decode("utf-8")
+
+
+def test_behind_a_base_path_mapping_the_route_comes_from_the_proxy_resource() -> None:
+    event = proxy_event("GET", "/connections/c1")
+    event["path"] = "/v1/connections/c1"  # a custom domain mapped at /v1
+    assert to_request(event, "r").path == "/connections/c1"
+    event["pathParameters"] = None  # an explicit resource, no proxy
+    event["resource"] = "/connections/{id}"
+    assert to_request(event, "r").path == "/v1/connections/c1"
