@@ -5,6 +5,7 @@ One `open` is one connection attempt. There is no automatic reconnect (websocket
 because it must keep renewing its lease, and give the connection up, while it retries.
 """
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
@@ -139,4 +140,30 @@ class WebSocketConnector:
                 await self._hook.on_open(send, from_seq)
             yield WebSocketStream(ws, target, self._hook.parse, options)
         finally:
-            await ws.close()
+            await _close(ws)
+
+
+async def _close(ws: ClientConnection) -> None:
+    """Leave the upstream now, whatever state the connection is in (found by tests/chaos).
+
+    The closing handshake needs the upstream's close frame, which arrives behind the messages
+    it sent after we stopped listening; once those fill the receive queue (`max_queue`),
+    websockets stops reading and `close()` waits out `close_timeout`. So the unread messages
+    are discarded while closing: they belong to whoever streams this connection next. And a
+    close interrupted by cancellation (a session ending while it closed) aborts the TCP
+    connection instead of leaving it open until the upstream's own timeout (10 s measured):
+    a stale subscriber that still looks connected can confuse, or be refused by, the upstream
+    when the new owner subscribes."""
+
+    async def discard_unread() -> None:
+        with suppress(ConnectionClosed):
+            async for _ in ws:
+                pass
+
+    drain = asyncio.create_task(discard_unread())
+    try:
+        await ws.close()
+    finally:
+        ws.transport.abort()  # nothing left to do after a completed close; at once otherwise
+        drain.cancel()
+        await asyncio.gather(drain, return_exceptions=True)
