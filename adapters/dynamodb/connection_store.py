@@ -33,6 +33,9 @@ item's storage):
 - list_connections: a Scan (operators only; reads the whole table's items up to `limit`).
 
 Time comes from the caller (`now_ms`): leases compare the callers' clocks, as in the article.
+Concurrency: iter_orphans and next_available_at send one request per shard at once, and
+desired_states up to 4 batches; the client's `max_pool_connections` (botocore's default is 10)
+must leave room for that beside the heartbeats, or calls queue behind each other.
 """
 
 from __future__ import annotations
