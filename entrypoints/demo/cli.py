@@ -131,7 +131,11 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             shutil.rmtree(run_dir, ignore_errors=True)
     print_summary(console, summary, per_connection=not options.quick or options.json)
     if options.json:
-        json.dump(summary.to_json(), sys.stdout, indent=2)
+        processes = [
+            {"name": c.name, "pid": c.pid, "exit_code": c.process.returncode, "signal": c.signalled}
+            for c in children.all
+        ]
+        json.dump({**summary.to_json(), "processes": processes}, sys.stdout, indent=2)
         print()
     return EXIT_OK if summary.ok else EXIT_FAILED
 

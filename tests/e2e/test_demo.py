@@ -1,0 +1,41 @@
+"""`wsfleet demo --quick` (what `make demo` runs, shortened) on both backends: it finishes by
+itself, ends every process it started, and its own summary, computed from the simulator's
+records and the sink, reports no loss, no duplicate and one subscriber at a time."""
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.cli_process import run_cli
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("backend", ["embedded", "aws"])
+def test_quick_demo_reports_no_loss_no_duplicate_and_one_owner_at_a_time(
+    tmp_path: Path, backend: str
+) -> None:
+    result = run_cli(["demo", "--quick", "--json", "--backend", backend], tmp_path, timeout_s=120)
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary: dict[str, Any] = json.loads(result.stdout)
+    assert summary["ok"], summary["violations"]
+    totals = summary["totals"]
+    assert totals["lost"] == 0
+    assert totals["duplicated"] == 0
+    assert totals["max_peak_subscribers"] == 1
+    assert totals["stored"] == totals["emitted"] > 0
+    for kind in ("crash", "handoff"):
+        assert summary["takeover"][kind]["count"] >= 1, kind
+    assert {p["name"] for p in summary["processes"]} >= {"simulator", "api", "w1", "w2", "w3"}
+    assert not [p for p in summary["processes"] if alive(p["pid"])]
+    assert "OK: every invariant held" in result.stderr
