@@ -5,9 +5,11 @@ import logging
 from collections.abc import Iterator
 
 from application.aio import first_completed
+from application.errors import StoreUnavailable
 from application.ports.metrics import ACQUISITION_CONFLICTS, LEASE_ACQUISITIONS, TAKEOVERS
 from application.worker.context import WorkerContext
 from application.worker.session import ConnectionSession, SessionEnd
+from domain import Connection, DesiredState
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +42,15 @@ class Sessions:
         self._acquiring.add(connection_id)
         try:
             started = ctx.clock.monotonic()
-            acquired = await ctx.store.try_acquire(
-                connection_id, ctx.worker_id, ctx.config.lease_ms, ctx.clock.now_ms()
-            )
+            now_ms = ctx.clock.now_ms()
+            try:
+                acquired = await ctx.store.try_acquire(
+                    connection_id, ctx.worker_id, ctx.config.lease_ms, now_ms
+                )
+            except StoreUnavailable:
+                acquired = await self._granted_after_all(connection_id, now_ms)
+                if acquired is None:
+                    raise
         finally:
             self._acquiring.discard(connection_id)
         if acquired is None:
@@ -61,6 +69,29 @@ class Sessions:
         self._running[connection_id] = (session, task)
         task.add_done_callback(lambda _: self._done(connection_id, session))
         return True
+
+    async def _granted_after_all(self, connection_id: str, now_ms: int) -> Connection | None:
+        """After a try_acquire whose outcome is unknown (found by tests/chaos): the grant may
+        have landed with its answer lost, which would leave the connection leased to nobody
+        until the lease ran out. The stored item proves it is this call's grant when it names
+        us with exactly the expiry this call asked for (`now_ms + lease_ms`; an older lease of
+        ours would expire sooner, and we renew nothing we hold no session for). Raises
+        StoreUnavailable if the store cannot be read either."""
+        ctx = self._ctx
+        current = await ctx.store.get(connection_id)
+        granted = (
+            current is not None
+            and current.owner == ctx.worker_id
+            and current.expires_at_ms == now_ms + ctx.config.lease_ms
+            and current.desired_state is DesiredState.STARTED
+        )
+        if not granted:
+            return None
+        log.info(
+            "lease acquired (its answer was lost, the stored item shows it)",
+            extra=ctx.log_extra(connection_id),
+        )
+        return current
 
     def _done(self, connection_id: str, session: ConnectionSession) -> None:
         entry = self._running.get(connection_id)

@@ -1,0 +1,62 @@
+"""A lease grant whose answer is lost (the store applied it, the worker heard StoreUnavailable)
+is recognised from the stored item, so the connection is streamed at once instead of sitting
+leased to nobody until the lease runs out (found by tests/chaos)."""
+
+import pytest
+
+from application.errors import StoreUnavailable
+from tests.support.fleet import Fleet
+
+
+async def test_a_grant_whose_answer_was_lost_is_streamed_at_once_under_that_token(
+    fleet: Fleet,
+) -> None:
+    a = fleet.add_worker("a")
+    a.store.fail_next("try_acquire", applied=True)
+    await fleet.start("c1")
+
+    waited = await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 30)
+
+    assert waited < fleet.config.lease_ms / 1000, "no lease-long gap"
+    state = await fleet.store.get("c1")
+    assert state is not None
+    assert (state.owner, state.token) == ("a", 1)
+    assert a.store.injected == 1
+
+
+async def test_an_acquire_that_failed_before_landing_is_not_mistaken_for_a_grant(
+    fleet: Fleet,
+) -> None:
+    a = fleet.add_worker("a")
+    a.store.fail_next("try_acquire")  # refused: nothing written
+    await fleet.start("c1")
+
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 120)
+
+    state = await fleet.store.get("c1")
+    assert state is not None
+    assert state.token == 1, "the refused call granted nothing; a later attempt took token 1"
+
+
+async def test_an_old_lease_of_ours_still_running_out_is_not_taken_for_a_new_grant(
+    fleet: Fleet,
+) -> None:
+    """GIVEN a worker that fenced itself during a store outage, its lease still running out
+    its margin in the store, WHEN its next acquire fails without landing, THEN reading the
+    item back does not adopt that old lease (it would be trusted past its real expiry)."""
+    a = fleet.add_worker("a")
+    await fleet.start("c1")
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    a.store.outage = True
+    await fleet.clock.run_until(lambda: "c1" not in a.worker.sessions, 30)
+    a.store.outage = False
+    state = await fleet.store.get("c1")
+    assert state is not None
+    assert state.owner == "a"
+    assert state.expires_at_ms > fleet.clock.now_ms(), "the old lease has not run out yet"
+
+    a.store.fail_next("try_acquire")
+    with pytest.raises(StoreUnavailable):
+        await a.worker.sessions.take("c1")
+
+    assert "c1" not in a.worker.sessions
