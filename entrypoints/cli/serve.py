@@ -37,14 +37,9 @@ async def worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     bind_globally(service=settings.service_name, worker_id=worker_id)
     async with open_backend(settings) as container, chaos_faults(container, settings):
         the_worker: Worker = await provide(container.core.worker, worker_id=worker_id)
-        try:
-            return await serve(the_worker, settings)
-        except OSError as exc:  # only the health endpoint's bind can raise it here
-            raise ConfigurationError(
-                f"cannot serve the health endpoint on {settings.health_host}:"
-                f"{settings.health_port}: {exc.strerror or exc}; give each worker of a host "
-                "its own WSFLEET_HEALTH_PORT (or --health-port), 0 disables it"
-            ) from exc
+        # A taken health port is a ConfigurationError naming WSFLEET_HEALTH_PORT (exit 2): on
+        # one host, give each worker its own (--health-port), or 0 to turn it off.
+        return await serve(the_worker, settings)
 
 
 async def api(args: argparse.Namespace, env: Mapping[str, str]) -> int:

@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import json
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -32,6 +33,7 @@ DESCRIPTION = (
 )
 EXIT_OK = 0
 EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
 QUICK_CONNECTIONS = 6
 QUICK_STEADY_S = 1.0
 
@@ -120,6 +122,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         keep = options.keep or not summary.ok
     except ConfigurationError:
         raise
+    except asyncio.CancelledError:  # SIGTERM or SIGHUP: every process was ended on the way out
+        console.print("demo stopped by a signal")
+        return EXIT_INTERRUPTED
     except (DemoError, TimeoutError, ApplicationError, OSError) as exc:
         console.print(f"[bold red]demo failed[/]: {exc}")
         return EXIT_FAILED
@@ -149,9 +154,17 @@ async def _run(
     title = f"wsfleet demo ({options.backend})"
     reporter: Reporter = LiveReporter(console, title) if options.live else PlainReporter(console)
     scenario = Scenario(options, env, children, reporter, run_dir)
+    # Ctrl-C cancels this task (asyncio.run does that for SIGINT); SIGTERM and SIGHUP too, so
+    # that the `finally` below ends every child process whichever way the demo is stopped.
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    assert task is not None
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(signum, task.cancel)
     try:
         with reporter:
             return await scenario.run()
     finally:
         # Workers first, so that they hand their leases back; then the API, simulator, moto.
         await children.close(order=scenario.workers)
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            loop.remove_signal_handler(signum)
