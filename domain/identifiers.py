@@ -25,13 +25,19 @@ def validate_connection_id(connection_id: str) -> str:
 def validate_ws_url(ws_url: str) -> str:
     if len(ws_url) > MAX_URL_LENGTH:
         raise InvalidCommand(f"ws_url is longer than {MAX_URL_LENGTH} characters")
-    parts = urlsplit(ws_url)
+    try:
+        parts = urlsplit(ws_url)
+        port = parts.port  # parsed lazily: a bad port only raises here
+    except ValueError as exc:  # "ws://[::1/x", "ws://h:99999"
+        raise InvalidCommand(f"ws_url has a malformed host or port: {exc}") from exc
     if parts.scheme not in WS_SCHEMES:
         raise InvalidCommand(
             f"ws_url must start with ws:// or wss://, got scheme {parts.scheme or '(none)'!r}"
         )
     if not parts.hostname:
         raise InvalidCommand("ws_url has no host")
+    if port == 0:
+        raise InvalidCommand("ws_url has port 0")
     return ws_url
 
 

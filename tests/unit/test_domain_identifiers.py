@@ -76,3 +76,11 @@ def test_ws_and_wss_urls_with_a_host_are_accepted(ws_url: str) -> None:
 def test_other_urls_are_refused_saying_why(ws_url: str, reason: str) -> None:
     with pytest.raises(InvalidCommand, match=reason):
         validate_ws_url(ws_url)
+
+
+@pytest.mark.parametrize(
+    "url", ["ws://[::1/x", "ws://host:99999/x", "ws://host:abc/x", "ws://h:0/"]
+)
+def test_malformed_host_or_port_is_an_invalid_command_not_a_crash(url: str) -> None:
+    with pytest.raises(InvalidCommand, match="ws_url has"):
+        validate_ws_url(url)
