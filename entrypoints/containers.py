@@ -16,8 +16,8 @@ import inspect
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aioboto3
 from aiobotocore.config import AioConfig
-from aiobotocore.session import AioSession, get_session
 from dependency_injector import containers, providers
 
 from adapters.cloudwatch.metrics import CloudWatchMetrics
@@ -110,12 +110,12 @@ def client_config(settings: Settings, *, pool: int, read_timeout_s: float) -> Ai
 
 
 async def aws_client(
-    session: AioSession, service: str, settings: Settings, config: AioConfig
+    session: aioboto3.Session, service: str, settings: Settings, config: AioConfig
 ) -> AsyncIterator[Any]:
     """One long-lived client per service per process: a Resource, opened once and closed at
-    shutdown. Clients are bound to the event loop that opened them. aiobotocore's session:
-    the low-level clients are all the adapters use (aioboto3 adds only the resource layer)."""
-    async with session.create_client(
+    shutdown. Clients are bound to the event loop that opened them. Only low-level clients:
+    the resource layer has no transactions and is frozen upstream."""
+    async with session.client(
         service,
         region_name=settings.region,
         endpoint_url=settings.aws_endpoint_url,
@@ -156,7 +156,7 @@ class AwsContainer(containers.DeclarativeContainer):
 
     settings = providers.Dependency(instance_of=Settings)
 
-    session = providers.Singleton(get_session)
+    session = providers.Singleton(aioboto3.Session)
     dynamodb_config = providers.Singleton(
         lambda s: client_config(s, pool=_pool_size(s), read_timeout_s=s.aws_read_timeout_s),
         settings,

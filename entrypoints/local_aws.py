@@ -9,7 +9,7 @@ import shlex
 import sys
 from typing import Any
 
-from aiobotocore.session import get_session
+import aioboto3
 from botocore.exceptions import EndpointConnectionError
 
 from adapters.dynamodb.schema import TableNames
@@ -19,11 +19,11 @@ from adapters.sqs.schema import DEFAULT_QUEUE_NAME, DEFAULT_VISIBILITY_TIMEOUT_S
 
 
 async def provision(endpoint_url: str, region: str, queue_name: str) -> dict[str, str]:
-    session = get_session()
+    session = aioboto3.Session()
     where: dict[str, Any] = {"endpoint_url": endpoint_url, "region_name": region}
-    async with session.create_client("dynamodb", **where) as dynamodb:
+    async with session.client("dynamodb", **where) as dynamodb:
         await create_tables(dynamodb, TableNames())
-    async with session.create_client("sqs", **where) as sqs:
+    async with session.client("sqs", **where) as sqs:
         queue_url = await create_queue(sqs, queue_name, DEFAULT_VISIBILITY_TIMEOUT_S)
     return {
         "WSFLEET_BACKEND": "aws",
