@@ -72,6 +72,17 @@ class Summary:
     def total(self, field: str) -> int:
         return sum(getattr(c, field) or 0 for c in self.connections)
 
+    @property
+    def sink_rewrites(self) -> int | None:
+        """Writes that hit an already stored seq, where the sink counts them (SQLite)."""
+        if any(c.rewrites is None for c in self.connections):
+            return None
+        return self.total("rewrites")
+
+    @property
+    def max_peak_subscribers(self) -> int:
+        return max((c.peak_subscribers for c in self.connections), default=0)
+
     def takeover_stats(self, kind: str) -> dict[str, float] | None:
         times = [t.ms for m, ts in self.moves if m.kind == kind for t in ts if t.ms is not None]
         if not times:
@@ -95,14 +106,8 @@ class Summary:
                 "lost": self.total("lost"),
                 "duplicated": self.total("duplicated"),
                 "resent_by_upstream": self.total("resent"),
-                "sink_rewrites": (
-                    self.total("rewrites")
-                    if self.connections[:1] and self.connections[0].rewrites is not None
-                    else None
-                ),
-                "max_peak_subscribers": max(
-                    (c.peak_subscribers for c in self.connections), default=0
-                ),
+                "sink_rewrites": self.sink_rewrites,
+                "max_peak_subscribers": self.max_peak_subscribers,
             },
             "takeover": {
                 "crash": self.takeover_stats("crash"),

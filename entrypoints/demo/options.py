@@ -2,10 +2,11 @@
 
 Timings are short so the whole run takes well under two minutes: a 2 s lease renewed every
 0.5 s, trusted until 0.6 s before it could expire, STOPs seen within 1 s (twice that on the
-AWS backend, whose local moto server is slower; see cli.py). They scale with `--lease-ms`. Each worker may hold one connection more than an even share: the burst of STARTs
-then spreads over every worker (SQLite's lock is not fair, so one fast poller would otherwise
-take most), and the fleet, which always has its full number of workers (a replacement starts
-as soon as one is killed), has room for every connection.
+AWS backend, whose local moto server is slower; see cli.py). They scale with `--lease-ms`.
+Each worker may hold one connection more than an even share: the burst of STARTs then spreads
+over every worker (SQLite's lock is not fair, so one fast poller would otherwise take most),
+and the fleet, which always has its full number of workers (a replacement starts as soon as
+one is killed), has room for every connection.
 """
 
 import math

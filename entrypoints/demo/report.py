@@ -1,5 +1,7 @@
 """The demo's closing summary, for people (rich tables) and for scripts (`--json`)."""
 
+import statistics
+
 from rich.console import Console
 from rich.table import Table
 
@@ -20,7 +22,7 @@ def print_summary(console: Console, summary: Summary, *, per_connection: bool = 
         if moved:
             per = ", ".join(f"{t.connection_id} {_ms(t.ms)}" for t in moved)
             console.print(f"  {per}", style="dim", highlight=False)
-    rewrites = summary.to_json()["totals"]["sink_rewrites"]
+    rewrites = summary.sink_rewrites
     rewrite_text = "" if rewrites is None else f", rewritten in the sink {rewrites}"
     console.print(
         f"messages: emitted {summary.total('emitted')}, stored {summary.total('stored')}, "
@@ -29,8 +31,10 @@ def print_summary(console: Console, summary: Summary, *, per_connection: bool = 
         "(each stored once, by key)",
         highlight=False,
     )
-    peak = max((c.peak_subscribers for c in summary.connections), default=0)
-    console.print(f"most subscribers any stream had at once: {peak}", highlight=False)
+    console.print(
+        f"most subscribers any stream had at once: {summary.max_peak_subscribers}",
+        highlight=False,
+    )
     if summary.ok:
         console.print("[bold green]OK[/]: every invariant held (no loss, no duplicate, one owner)")
     else:
@@ -75,9 +79,7 @@ def _ms(ms: int | None) -> str:
 def _spread(times: list[int]) -> str:
     if not times:
         return "none measured"
-    median = (
-        times[len(times) // 2]
-        if len(times) % 2
-        else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
+    median = statistics.median(times)
+    return (
+        f"min {min(times) / 1000:.2f}s, median {median / 1000:.2f}s, max {max(times) / 1000:.2f}s"
     )
-    return f"min {times[0] / 1000:.2f}s, median {median / 1000:.2f}s, max {times[-1] / 1000:.2f}s"
