@@ -3,7 +3,10 @@
 sqlite3 calls block (disk I/O, and up to `busy_timeout_s` waiting for another process's write
 lock), so every call runs on a single-thread executor and the event loop never waits on them.
 One thread for the connection's whole life also satisfies sqlite3's same-thread check, and
-calls run in the order they were submitted.
+calls run in the order they were submitted. Nothing made by the connection may leave that
+thread: a cursor freed on the event loop's thread resets its (cached, shared) statement while
+the database thread may be stepping it, and sqlite3 fails that step with "bad parameter or
+other API misuse" (found by tests/chaos). `_transaction` therefore refuses to return one.
 
 Sharing one file between processes: WAL mode lets readers run beside the single writer; every
 write transaction starts with BEGIN IMMEDIATE, which takes the write lock up front (waiting up
@@ -137,6 +140,9 @@ class SqliteDatabase:
         conn.execute(begin)
         try:
             result = fn(conn)
+            if isinstance(result, sqlite3.Cursor):
+                result.close()  # here, on this thread, before anyone else could free it
+                raise TypeError("a database call returned a cursor: return its rows instead")
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

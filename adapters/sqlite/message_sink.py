@@ -107,7 +107,11 @@ class SqliteMessageSink:
             (m.connection_id, m.seq, m.data, m.received_at_ms, m.worker_id, m.token)
             for m in messages
         ]
-        await self._db.write(lambda c: c.executemany(_UPSERT, rows))
+
+        def upsert(c: sqlite3.Connection) -> None:
+            c.executemany(_UPSERT, rows)  # the cursor must die on the DB thread (see db.py)
+
+        await self._db.write(upsert)
 
     async def read(self, connection_id: str) -> list[StoredMessage]:
         """Every stored message of a connection, in seq order."""

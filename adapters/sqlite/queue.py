@@ -172,7 +172,11 @@ class SqliteNotificationQueue:
     async def delete(self, receipts: Sequence[str]) -> None:
         keys = [key for key in map(_receipt_key, receipts) if key is not None]
         if keys:
-            await self._db.write(lambda c: c.executemany(_DELETE, keys))
+
+            def delete(c: sqlite3.Connection) -> None:
+                c.executemany(_DELETE, keys)  # the cursor must die on the DB thread (see db.py)
+
+            await self._db.write(delete)
 
     async def _claim(self, max_messages: int) -> list[Delivery]:
         now = self._clock.now_ms()
