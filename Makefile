@@ -61,5 +61,11 @@ e2e: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/wsfleet demo $(DEMO_ARGS)
 
+# Benchmarks (minutes; never part of `make test`): table on stdout, bench/out/*.json and *.png.
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

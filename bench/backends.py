@@ -40,7 +40,9 @@ HINT_VISIBILITY_S = 3
 class Backend(Protocol):
     name: str
     router: EventRouter
-    store: ConnectionStore
+
+    @property
+    def store(self) -> ConnectionStore: ...
 
     def worker_argv(self) -> list[str]: ...
 

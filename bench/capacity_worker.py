@@ -123,10 +123,13 @@ async def main(args: argparse.Namespace) -> None:
         emit("baseline", rss_kib=self_rss_kib(), open_files=open_files(), files=files)
         started = 0
         for target in args.steps:
+            paced = time.monotonic()
             while started < target:
                 cid = f"{args.prefix}{started:06d}"
                 await router.start(cid, f"{args.sim_url}/stream/{cid}{args.query}")
                 started += 1
+                paced += 1 / args.start_rate  # STARTs arrive at a bounded rate, as from users
+                await asyncio.sleep(max(0.0, paced - time.monotonic()))
             streaming, ramp_s = await wait_open(worker, target, args.ramp_timeout)
             await asyncio.sleep(args.settle)
             sink.reset()
@@ -155,7 +158,7 @@ async def main(args: argparse.Namespace) -> None:
                 warnings=dict(warnings.seen.most_common(8)),
                 top_allocations=top_allocations(target) if args.tracemalloc else None,
             )
-            if streaming < target * 0.99:
+            if streaming < target * 0.99 or sink.within_target < 0.999 * sink.stored:
                 break  # it broke here: no point in piling on more connections
         worker.request_shutdown()
         await asyncio.wait_for(tasks[0], 120)
@@ -190,6 +193,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ca-file", help="CA bundle trusting a wss:// simulator")
     p.add_argument("--query", default="", help="appended to each stream URL, e.g. ?rate=500")
     p.add_argument("--prefix", default="cap")
+    p.add_argument("--start-rate", type=float, default=500.0, help="STARTs per second")
     p.add_argument("--flush-interval", type=float, default=None)
     p.add_argument("--tracemalloc", action="store_true", help="report allocation sites")
     return p.parse_args(argv)

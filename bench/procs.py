@@ -53,7 +53,7 @@ class Child:
         return cls(name, [sys.executable, "-m", module, *args], env, log_dir)
 
     async def start(self) -> "Child":
-        with self.out.open("ab") as out, self.err.open("ab") as err:
+        with self.out.open("wb") as out, self.err.open("wb") as err:
             self.process = await asyncio.create_subprocess_exec(
                 *self.argv, env=self.env, cwd=ROOT, stdout=out, stderr=err
             )

@@ -1,0 +1,146 @@
+"""`python -m bench` (`make bench`): run the benchmarks, print the table, write
+bench/out/results.json and bench/out/benchmarks.png. `--quick` is a smoke run (seconds)."""
+
+import argparse
+import asyncio
+import json
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench import machine
+from bench.backends import AwsBackend, EmbeddedBackend
+from bench.capacity import run_capacity, run_floor
+from bench.cost import run_cost
+from bench.fleet_scenario import run_fleet
+from bench.ingest import run_ingest
+from bench.limits import raise_open_files
+from bench.report import table
+from bench.upstream import SimulatorProcess
+
+SUITES = ("fleet", "cost", "capacity", "tls", "floor", "ingest")
+log = logging.getLogger("bench")
+
+
+async def fleet(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
+    results = []
+    for name in args.backends:
+        sim = await SimulatorProcess(log_dir, rate=20.0, name=f"{name}-simulator").start()
+        try:
+            if name == "aws":
+                async with AwsBackend.open(log_dir) as aws:
+                    results.append(await run_fleet(aws, sim, log_dir, **args.fleet))
+            else:
+                async with EmbeddedBackend.open(log_dir / "embedded-data") as embedded:
+                    results.append(await run_fleet(embedded, sim, log_dir, **args.fleet))
+        finally:
+            await sim.stop()
+    return results
+
+
+async def capacity(args: argparse.Namespace, log_dir: Path, tls: bool) -> list[dict[str, Any]]:
+    if not tls:
+        runs = [await run_capacity(log_dir, "capacity-memory", args.steps, window_s=args.window)]
+        if not args.quick:
+            runs.append(
+                await run_capacity(
+                    log_dir,
+                    "capacity-sqlite",
+                    args.steps,
+                    window_s=args.window,
+                    extra=["--store", "sqlite", "--sink", "sqlite"],
+                )
+            )
+        return runs
+    from tests.support.tls import make_tls_files  # cryptography: a test dependency
+
+    files = make_tls_files(log_dir)
+    paths = (files.ca_file, files.cert_file, files.key_file)
+    return [
+        await run_capacity(log_dir, "capacity-wss", args.tls_steps, window_s=args.window, tls=paths)
+    ]
+
+
+def save(out: Path, results: dict[str, Any]) -> None:
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+
+
+async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict[str, Any]:
+    results: dict[str, Any] = {"machine": machine.describe(), "files": raise_open_files()}
+    results["logs"] = str(log_dir)
+    for suite in args.only:
+        log.info("running %s (logs in %s)", suite, log_dir)
+        if suite == "fleet":
+            results["fleet"] = await fleet(args, log_dir)
+        elif suite == "cost":
+            results["cost"] = await run_cost(log_dir, window_s=args.cost_window)
+        elif suite == "capacity":
+            results.setdefault("capacity", []).extend(await capacity(args, log_dir, tls=False))
+        elif suite == "tls":
+            results.setdefault("capacity", []).extend(await capacity(args, log_dir, tls=True))
+        elif suite == "floor":
+            results["floor"] = await run_floor(log_dir, args.steps)
+        elif suite == "ingest":
+            results["ingest"] = [
+                await run_ingest(log_dir, "sqlite", 20, 500.0, args.window),
+                await run_ingest(log_dir, "dynamodb", 10, 200.0, args.window),
+            ]
+        save(out, results)  # after each suite: a later failure keeps what was measured
+    return results
+
+
+def main(args: argparse.Namespace) -> dict[str, Any]:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log_dir = Path(tempfile.mkdtemp(prefix="wsfleet-bench-"))
+    results = asyncio.run(run_suites(args, out, log_dir))
+    print(table(results))
+    try:
+        from bench.chart import draw
+
+        draw(results, out / "benchmarks.png")
+        print(f"chart: {out / 'benchmarks.png'}")
+    except ImportError:
+        print("matplotlib is not installed (pip install -e '.[bench]'): no chart")
+    print(f"results: {out / 'results.json'}; logs: {log_dir}")
+    return results
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument(
+        "--only",
+        type=lambda s: s.split(","),
+        default=list(SUITES),
+        help=f"comma-separated suites of {','.join(SUITES)}",
+    )
+    p.add_argument("--backends", type=lambda s: s.split(","), default=["embedded", "aws"])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--connections", type=int, default=36)
+    p.add_argument(
+        "--steps",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[1000, 2000, 3000, 4000, 5000, 7500, 10000],
+    )
+    p.add_argument(
+        "--tls-steps",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[500, 1000, 2000, 3000],
+    )
+    p.add_argument("--window", type=float, default=20.0, help="seconds measured per step")
+    p.add_argument("--cost-window", type=float, default=120.0)
+    p.add_argument("--out", default=str(Path(__file__).parent / "out"))
+    p.add_argument("--quick", action="store_true", help="a smoke run: tiny and fast")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rounds, args.connections, args.steps, args.window = 1, 6, [20], 2.0
+    args.fleet = {"connections": args.connections, "rounds": args.rounds}
+    return args
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for noisy in ("application", "adapters", "matplotlib"):  # the in-process workers' chatter
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    main(parse_args())

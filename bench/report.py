@@ -1,0 +1,112 @@
+"""The printed table: each measured figure beside the issue's target, and whether it holds."""
+
+from typing import Any
+
+# p99 targets at 1/10 timings (issue 7)
+LATENCY_TARGETS_S = {"pickup": 0.5, "handoff": 1.0, "crash": 2.5, "stop": 1.5}
+CONNECTIONS_TARGET = 10_000
+KIB_PER_CONNECTION_TARGET = 32.0
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}" if value < 10 else f"{value:,.0f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    out: list[tuple[str, str, str, str]] = []
+    for fleet in results.get("fleet", []):
+        name = fleet["backend"]
+        for kind, target in LATENCY_TARGETS_S.items():
+            s = fleet["latency_s"][kind]
+            measured = f"p50 {_fmt(s['p50'])} p99 {_fmt(s['p99'])} (n={s['n']})"
+            ok = s["p99"] is not None and s["p99"] <= target and not fleet["timeouts"][kind]
+            out.append((f"{name}: {kind} latency s", measured, f"p99 <= {target}", _ok(ok)))
+        v = fleet["verdict"]
+        out.append(
+            (
+                f"{name}: lost / duplicated",
+                f"{v['lost']} / {v['duplicated']}",
+                "0 / 0",
+                _ok(v["lost"] == 0 and v["duplicated"] == 0),
+            )
+        )
+        out.append(
+            (
+                f"{name}: two subscribers at once",
+                _fmt(v["connections_with_two_subscribers"]),
+                "0",
+                _ok(v["connections_with_two_subscribers"] == 0),
+            )
+        )
+    cost = results.get("cost")
+    if cost:
+        out.append(
+            (
+                "DynamoDB WCU / connection-hour",
+                _fmt(cost["total_wcu_per_connection_hour"]),
+                f"docs {cost['docs_deploy_md']['wru']}",
+                "info",
+            )
+        )
+        out.append(
+            (
+                "DynamoDB RCU / connection-hour",
+                _fmt(cost["total_rcu_per_connection_hour"]),
+                f"docs {cost['docs_deploy_md']['rru']}",
+                "info",
+            )
+        )
+    for run in results.get("capacity", []):
+        best = next((s for s in run["steps"] if s["streaming"] == run["max_sustained"]), None)
+        kib = best["per_connection_kib"] if best else None
+        ok = (
+            run["max_sustained"] >= CONNECTIONS_TARGET
+            and kib is not None
+            and (kib <= KIB_PER_CONNECTION_TARGET)
+        )
+        why = f" (broke at {run['broke_at']}: {'; '.join(run['why'])})" if run["broke_at"] else ""
+        out.append(
+            (
+                f"{run['label']}: connections sustained",
+                f"{run['max_sustained']}{why}",
+                f">= {CONNECTIONS_TARGET}",
+                _ok(ok),
+            )
+        )
+        out.append(
+            (
+                f"{run['label']}: KiB RSS / connection",
+                _fmt(kib),
+                f"<= {KIB_PER_CONNECTION_TARGET}",
+                _ok(kib is not None and kib <= 32),
+            )
+        )
+    for run in results.get("ingest", []):
+        step = run["steps"][-1] if run["steps"] else {}
+        out.append(
+            (
+                f"{run['label']}: messages/s stored",
+                _fmt(step.get("stored_per_s")),
+                f"offered {_fmt(step.get('offered_per_s'))}/s",
+                "info",
+            )
+        )
+    return out
+
+
+def _ok(flag: bool) -> str:
+    return "ok" if flag else "MISSED"
+
+
+def table(results: dict[str, Any]) -> str:
+    header = ("measure", "measured", "target", "")
+    lines = rows(results)
+    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(4)]
+    text = [" | ".join(c.ljust(w) for c, w in zip(header, widths, strict=True))]
+    text.append("-+-".join("-" * w for w in widths))
+    text += [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in lines]
+    return "\n".join(text)
