@@ -49,10 +49,8 @@ class EventRouter:
     async def stop(self, connection_id: str) -> CommandOutcome:
         """Raises InvalidCommand, ConnectionNotFound, StoreUnavailable."""
         validate_connection_id(connection_id)
-        before = await self._store.get(connection_id)
-        after = await self._store.stop(connection_id, self._clock.now_ms())
-        changed = before is None or before.desired_state is not after.desired_state
-        return CommandOutcome(after, changed)
+        result = await self._store.stop(connection_id, self._clock.now_ms())
+        return CommandOutcome(result.connection, result.changed)
 
     async def get(self, connection_id: str) -> Connection | None:
         validate_connection_id(connection_id)

@@ -41,6 +41,7 @@ must leave room for that beside the heartbeats, or calls queue behind each other
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -76,7 +77,7 @@ from adapters.dynamodb.items import (
 )
 from adapters.dynamodb.schema import TableNames
 from application.errors import ConfigurationError, StoreUnavailable
-from application.ports.store import RenewResult, StartResult
+from application.ports.store import CommandResult, RenewResult
 from domain import (
     Acquire,
     Command,
@@ -112,6 +113,7 @@ class _Raced:
     current: Connection | None
     known: bool  # False: re-read the item
     conflict: bool  # TransactionConflict: another transaction was in flight on the item
+    write_id: str | None = None  # the refusing item's last write id
 
 
 class DynamoDbConnectionStore:
@@ -155,12 +157,13 @@ class DynamoDbConnectionStore:
 
     # --- ownership-changing operations: read, decide, one transaction -------------------------
 
-    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> StartResult:
+    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> CommandResult:
         conn, changed = await self._apply(Start(connection_id, ws_url), now_ms, "start")
-        return StartResult(conn, changed)
+        return CommandResult(conn, changed)
 
-    async def stop(self, connection_id: str, now_ms: int) -> Connection:
-        return (await self._apply(Stop(connection_id), now_ms, "stop"))[0]
+    async def stop(self, connection_id: str, now_ms: int) -> CommandResult:
+        conn, changed = await self._apply(Stop(connection_id), now_ms, "stop")
+        return CommandResult(conn, changed)
 
     async def try_acquire(
         self, connection_id: str, worker_id: str, lease_ms: int, now_ms: int
@@ -214,6 +217,7 @@ class DynamoDbConnectionStore:
         self._count(op)
         validate_connection_id(command.connection_id)  # before it becomes a key
         state = await self._queries.read(command.connection_id, op)
+        write_id = uuid.uuid4().hex
         for attempt in range(self._max_attempts):
             events = decide(state, command, now_ms)  # refusals propagate as DomainErrors
             if not events:
@@ -221,13 +225,13 @@ class DynamoDbConnectionStore:
                 return state, False
             new_state = fold(events, state)
             assert new_state is not None
-            raced = await self._commit(command, state, new_state, events, now_ms, op)
+            raced = await self._commit(command, state, new_state, events, now_ms, op, write_id)
             if raced is None:
                 return new_state, True
-            if raced.known and raced.current == new_state:
-                # What refused us is exactly what we wrote: our own earlier attempt landed and
-                # only its response was lost (an SDK retry after a timeout). Nobody else can
-                # write this state: it names our worker, our time and the next version.
+            if raced.known and raced.write_id == write_id:
+                # What refused us carries our own write id: an earlier attempt of ours landed
+                # and only its response was lost (an SDK retry after a timeout). Comparing
+                # states would not do: racing identical STOPs produce identical states.
                 return new_state, True
             log.debug(
                 "%s of %r lost a race (attempt %d%s); deciding again",
@@ -255,6 +259,7 @@ class DynamoDbConnectionStore:
         events: Sequence[Event],
         now_ms: int,
         op: str,
+        write_id: str,
     ) -> _Raced | None:
         """One TransactWriteItems: the state item's update and the ownership events' puts."""
         update = {
@@ -263,7 +268,7 @@ class DynamoDbConnectionStore:
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **request_args(
                 condition=conditions.precondition(command, state, now_ms),
-                update=set_state(new_state, self._shards, state),
+                update=set_state(new_state, self._shards, state, write_id),
             ),
         }
         pk_name, pk_names = name(schema.PK)
@@ -300,7 +305,8 @@ class DynamoDbConnectionStore:
         if reasons and reasons[0] == REASON_CONDITION_FAILED:
             item = cancellation_reasons(exc)[0].get("Item")
             if item:
-                return _Raced(connection_from_item(item), known=True, conflict=False)
+                written_by = item.get(schema.WRITE_ID, {}).get("S")
+                return _Raced(connection_from_item(item), True, False, written_by)
             return _Raced(None, known=False, conflict=False)
         if REASON_CONFLICT in reasons:
             return _Raced(None, known=False, conflict=True)

@@ -21,6 +21,7 @@ from adapters.dynamodb.schema import (
     PK,
     UPDATED_AT_MS,
     VERSION,
+    WRITE_ID,
 )
 from domain import Connection
 
@@ -60,7 +61,9 @@ def request_args(*, condition: Expression, update: Expression | None = None) -> 
     return args
 
 
-def set_state(new: Connection, shards: int, old: Connection | None) -> Expression:
+def set_state(
+    new: Connection, shards: int, old: Connection | None, write_id: str | None = None
+) -> Expression:
     """The update that turns item `old` (None: no item yet) into item `new`: SET what differs,
     REMOVE optional attributes `new` lacks. Writing only the difference is exact because every
     such update is conditioned on `old`'s version, and it keeps requests small (a write costs by
@@ -77,6 +80,11 @@ def set_state(new: Connection, shards: int, old: Connection | None) -> Expressio
         names.update(mapping)
         values[f":new_{attribute}"] = value
         sets.append(f"{placeholder} = :new_{attribute}")
+    if write_id is not None:
+        placeholder, mapping = name(WRITE_ID)
+        names.update(mapping)
+        values[":new_write_id"] = {"S": write_id}
+        sets.append(f"{placeholder} = :new_write_id")
     removes = []
     for attribute in OPTIONAL_STATE_ATTRIBUTES:
         if attribute in current and attribute not in target:

@@ -34,6 +34,9 @@ FAILURES = "failures"
 NOT_BEFORE_MS = "not_before_ms"
 STOP_REASON = "stop_reason"
 AVAILABLE_AT_MS = "available_at_ms"
+# A random id per ownership-changing write: proves "the write that beat me was my own" after
+# a lost response, even for START/STOP, whose resulting states carry nothing of the caller.
+WRITE_ID = "write_id"
 ORPHAN_SHARD = "orphan_shard"
 
 ORPHAN_INDEX = "orphans-by-shard"

@@ -5,7 +5,8 @@ the entrypoints wire it when WSFLEET_CHAOS_CONTROL names the file, and never oth
 The file says which faults are wanted NOW; a key left out means "no such fault":
 
     {"revision": 7, "outage": false, "severed": false, "latency_s": 0.3, "error_rate": 0.2,
-     "timeout_s": 0.0, "skew_ms": -500, "fail": {"renew": 1}, "lose_responses": {"renew": 2}}
+     "timeout_s": 0.4, "timeout_rate": 0.3, "skew_ms": -500, "fail": {"renew": 1},
+     "lose_responses": {"renew": 2}}
 
 `fail` (calls refused unapplied) and `lose_responses` (calls applied whose response is lost)
 are one-shot plans, applied once when `revision` grows. A missing file means no faults. The
@@ -53,6 +54,7 @@ _KEYS = frozenset(
         "latency_s",
         "error_rate",
         "timeout_s",
+        "timeout_rate",
         "skew_ms",
         "fail",
         "lose_responses",
@@ -72,6 +74,7 @@ class ChaosSpec:
     latency_s: float = 0.0
     error_rate: float = 0.0
     timeout_s: float = 0.0
+    timeout_rate: float = 1.0
     skew_ms: int = 0
     fail: dict[str, int] = attrs.field(factory=dict)
     lose_responses: dict[str, int] = attrs.field(factory=dict)
@@ -95,6 +98,7 @@ class ChaosSpec:
             latency_s=_number(doc, "latency_s", float, 0.0),
             error_rate=min(1.0, _number(doc, "error_rate", float, 0.0)),
             timeout_s=_number(doc, "timeout_s", float, 0.0),
+            timeout_rate=min(1.0, _number(doc, "timeout_rate", float, 1.0)),
             skew_ms=_number(doc, "skew_ms", int, 0, signed=True),
             fail=_plans(doc, "fail"),
             lose_responses=_plans(doc, "lose_responses"),
@@ -197,6 +201,7 @@ class ChaosControl:
         store.latency_s = spec.latency_s
         store.error_rate = spec.error_rate
         store.timeout_s = spec.timeout_s
+        store.timeout_rate = spec.timeout_rate
         self._clock.skew_ms = spec.skew_ms
         if spec.revision > previous.revision:
             for op, count in spec.fail.items():

@@ -9,8 +9,9 @@ Modes (combinable, changeable while running):
 - `latency_s`: added before every call;
 - `error_rate`: each call raises StoreUnavailable with this probability, unapplied (throttling:
   DynamoDB refuses the request before doing anything);
-- `timeout_s`: each call waits this long, then raises StoreUnavailable; half of them really
-  applied the call first (a read timeout: the caller cannot know whether the write landed).
+- `timeout_s`: a call (each with probability `timeout_rate`) waits this long, then raises
+  StoreUnavailable; half of them really applied the call first (a read timeout: the caller
+  cannot know whether its write landed).
 """
 
 import asyncio
@@ -20,7 +21,7 @@ from typing import Any
 
 from application.errors import StoreUnavailable
 from application.ports import Clock, ConnectionStore
-from application.ports.store import RenewResult, StartResult
+from application.ports.store import CommandResult, RenewResult
 from domain import Connection, DesiredState, Event
 
 
@@ -36,6 +37,7 @@ class FaultInjectingStore:
         self.latency_s = 0.0
         self.error_rate = 0.0
         self.timeout_s = 0.0
+        self.timeout_rate = 1.0
         self._planned: dict[str, list[bool]] = {}  # op -> queue of "applied?" flags
         self.injected = 0
 
@@ -53,7 +55,7 @@ class FaultInjectingStore:
         if self.error_rate and self._rng.random() < self.error_rate:
             self.injected += 1
             raise StoreUnavailable(f"injected throttling ({op})")
-        if self.timeout_s:
+        if self.timeout_s and self._rng.random() < self.timeout_rate:
             self.injected += 1
             if self._rng.random() < 0.5:
                 await fn(*args)
@@ -68,14 +70,14 @@ class FaultInjectingStore:
             raise StoreUnavailable(f"injected {'lost response' if applied else 'failure'} ({op})")
         return await fn(*args)
 
-    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> StartResult:
-        result: StartResult = await self._call(
+    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> CommandResult:
+        result: CommandResult = await self._call(
             "start", self._inner.start, connection_id, ws_url, now_ms
         )
         return result
 
-    async def stop(self, connection_id: str, now_ms: int) -> Connection:
-        result: Connection = await self._call("stop", self._inner.stop, connection_id, now_ms)
+    async def stop(self, connection_id: str, now_ms: int) -> CommandResult:
+        result: CommandResult = await self._call("stop", self._inner.stop, connection_id, now_ms)
         return result
 
     async def get(self, connection_id: str) -> Connection | None:

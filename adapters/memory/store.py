@@ -4,7 +4,7 @@ so it has the domain's semantics by construction; other stores are contract-test
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 
-from application.ports.store import RenewResult, StartResult
+from application.ports.store import CommandResult, RenewResult
 from domain import (
     Acquire,
     Command,
@@ -47,12 +47,13 @@ class InMemoryConnectionStore:
             )
             return new_state, True
 
-    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> StartResult:
+    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> CommandResult:
         conn, changed = await self._apply(Start(connection_id, ws_url), now_ms, "start")
-        return StartResult(conn, changed)
+        return CommandResult(conn, changed)
 
-    async def stop(self, connection_id: str, now_ms: int) -> Connection:
-        return (await self._apply(Stop(connection_id), now_ms, "stop"))[0]
+    async def stop(self, connection_id: str, now_ms: int) -> CommandResult:
+        conn, changed = await self._apply(Stop(connection_id), now_ms, "stop")
+        return CommandResult(conn, changed)
 
     async def get(self, connection_id: str) -> Connection | None:
         self._count("get")

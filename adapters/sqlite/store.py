@@ -25,7 +25,7 @@ from adapters.sqlite.rows import (
 )
 from adapters.sqlite.schema import CONNECTIONS, EVENTS, STORE_SCHEMA
 from application.errors import StoreUnavailable
-from application.ports.store import RenewResult, StartResult
+from application.ports.store import CommandResult, RenewResult
 from domain import (
     Acquire,
     Command,
@@ -124,12 +124,13 @@ class SqliteConnectionStore:
     async def close(self) -> None:
         await self._db.close()
 
-    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> StartResult:
+    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> CommandResult:
         conn, changed = await self._apply(Start(connection_id, ws_url), now_ms, "start")
-        return StartResult(conn, changed)
+        return CommandResult(conn, changed)
 
-    async def stop(self, connection_id: str, now_ms: int) -> Connection:
-        return (await self._apply(Stop(connection_id), now_ms, "stop"))[0]
+    async def stop(self, connection_id: str, now_ms: int) -> CommandResult:
+        conn, changed = await self._apply(Stop(connection_id), now_ms, "stop")
+        return CommandResult(conn, changed)
 
     async def get(self, connection_id: str) -> Connection | None:
         return await self._read("get", lambda c: _select(c, connection_id))

@@ -4,18 +4,18 @@ from application.ports.clock import Clock
 from application.ports.metrics import Metrics
 from application.ports.queue import Delivery, NotificationQueue
 from application.ports.sink import MessageSink, StoredMessage
-from application.ports.store import ConnectionStore, RenewResult, StartResult
+from application.ports.store import CommandResult, ConnectionStore, RenewResult
 from application.ports.upstream import UpstreamConnector, UpstreamMessage, UpstreamStream
 
 __all__ = [
     "Clock",
+    "CommandResult",
     "ConnectionStore",
     "Delivery",
     "MessageSink",
     "Metrics",
     "NotificationQueue",
     "RenewResult",
-    "StartResult",
     "StoredMessage",
     "UpstreamConnector",
     "UpstreamMessage",

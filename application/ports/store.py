@@ -22,9 +22,9 @@ from domain import Connection, DesiredState, Event
 
 
 @attrs.frozen
-class StartResult:
+class CommandResult:
     connection: Connection
-    changed: bool  # False: a repeated START of a running connection, nothing was written
+    changed: bool  # False: a repeated START or STOP that found it so already; nothing written
 
 
 @attrs.frozen
@@ -36,15 +36,16 @@ class RenewResult:
 
 
 class ConnectionStore(Protocol):
-    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> StartResult:
+    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> CommandResult:
         """Create the connection STARTED, restart a STOPPED one (keeping its checkpoint and
         token), or change nothing if it is STARTED with the same URL.
         Raises ConnectionConflict (STARTED with another URL), InvalidCommand."""
         ...
 
-    async def stop(self, connection_id: str, now_ms: int) -> Connection:
-        """Set desired state STOPPED (idempotent). The lease is left to its owner, which sees
-        the STOP and releases. Raises ConnectionNotFound."""
+    async def stop(self, connection_id: str, now_ms: int) -> CommandResult:
+        """Set desired state STOPPED (idempotent: `changed` is False if it already was, decided
+        atomically, so of two racing STOPs exactly one reports a change). The lease is left to
+        its owner, which sees the STOP and releases. Raises ConnectionNotFound."""
         ...
 
     async def get(self, connection_id: str) -> Connection | None:

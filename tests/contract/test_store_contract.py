@@ -118,14 +118,25 @@ async def test_stop_is_idempotent_and_leaves_the_lease_to_its_owner(
 ) -> None:
     conn = await leased(store)
 
-    stopped = await store.stop("c1", T + 1)
+    first = await store.stop("c1", T + 1)
     again = await store.stop("c1", T + 2)
 
+    stopped = first.connection
+    assert (first.changed, again.changed) == (True, False)
     assert stopped.desired_state is DesiredState.STOPPED
     assert stopped.stop_reason is StopReason.REQUESTED
     assert (stopped.owner, stopped.token) == ("w1", conn.token)  # the owner sees it and releases
-    assert again == stopped
+    assert again.connection == stopped
     assert [type(e) for e in await store.history("c1")][-1] is StopRequested
+
+
+async def test_of_racing_stops_exactly_one_reports_the_change(store: ConnectionStore) -> None:
+    await started(store)
+
+    results = await asyncio.gather(*(store.stop("c1", T + 1) for _ in range(8)))
+
+    assert sum(r.changed for r in results) == 1
+    assert [type(e) for e in await store.history("c1")].count(StopRequested) == 1
 
 
 async def test_stopped_connection_is_never_acquired(store: ConnectionStore) -> None:
