@@ -9,7 +9,8 @@ Per connection (its stream ended, so everything emitted is known):
 - re-sent: frames the upstream sent more than once, across subscribers (sent - emitted): the
   messages between a crashed owner's last checkpoint and its death, replayed to the new owner.
   They are not duplicates in the sink: the new owner's writes overwrite the same keys (the
-  SQLite sink counts those rewrites).
+  SQLite sink counts those rewrites, exactly). A lower bound: the simulator counts a frame once
+  its send completes, and a send to a dying subscriber can be cut short after the bytes left.
 - peak subscribers: the most subscribers the stream ever had at once, over the whole run.
 Per move (the crash, the graceful handoff): for each connection the stopped worker held, the
 time from the signal to the new owner's connect as the simulator saw it, and the ownership

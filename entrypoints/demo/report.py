@@ -27,7 +27,7 @@ def print_summary(console: Console, summary: Summary, *, per_connection: bool = 
     console.print(
         f"messages: emitted {summary.total('emitted')}, stored {summary.total('stored')}, "
         f"lost {summary.total('lost')}, duplicated {summary.total('duplicated')}; re-sent by "
-        f"the upstream after takeovers {summary.total('resent')}{rewrite_text} "
+        f"the upstream after takeovers at least {summary.total('resent')}{rewrite_text} "
         "(each stored once, by key)",
         highlight=False,
     )
