@@ -66,6 +66,15 @@ class InMemoryNotificationQueue:
                 out.append(_delivery(message.body, message.receipt))
         return out
 
+    async def release(self, receipts: Sequence[str]) -> None:
+        back = set(receipts)
+        now = self._clock.monotonic()
+        for message in self._messages:
+            if message.receipt in back:
+                message.receipt = None
+                message.visible_at = now
+        self._arrived.set()
+
     async def delete(self, receipts: Sequence[str]) -> None:
         gone = set(receipts)
         self._messages = [m for m in self._messages if m.receipt not in gone]

@@ -44,6 +44,9 @@ _CLAIM = (
 )
 _INSERT = f"INSERT INTO {NOTIFICATIONS} (body, sent_at_ms, visible_at_ms) VALUES (?, ?, ?)"
 _DELETE = f"DELETE FROM {NOTIFICATIONS} WHERE id = ? AND receipt = ?"
+_RELEASE = (
+    f"UPDATE {NOTIFICATIONS} SET receipt = NULL, visible_at_ms = ? WHERE id = ? AND receipt = ?"
+)
 _DEPTH = f"SELECT COUNT(*) FROM {NOTIFICATIONS}"
 
 
@@ -168,6 +171,16 @@ class SqliteNotificationQueue:
             if deliveries or remaining <= 0:
                 return deliveries
             await self._clock.sleep(min(self._poll_interval_s, remaining))
+
+    async def release(self, receipts: Sequence[str]) -> None:
+        keys = [key for key in map(_receipt_key, receipts) if key is not None]
+        if keys:
+            now = self._clock.now_ms()
+
+            def release(c: sqlite3.Connection) -> None:
+                c.executemany(_RELEASE, [(now, id_, receipt) for id_, receipt in keys])
+
+            await self._db.write(release)
 
     async def delete(self, receipts: Sequence[str]) -> None:
         keys = [key for key in map(_receipt_key, receipts) if key is not None]

@@ -94,21 +94,47 @@ class SqsNotificationQueue:
             )
         return [_delivery(m) for m in response.get("Messages", []) if m.get("ReceiptHandle")]
 
+    async def release(self, receipts: Sequence[str]) -> None:
+        """ChangeMessageVisibilityBatch to 0: visible to every consumer again at once."""
+
+        async def call(entries: dict[str, str], ids: list[str]) -> Sequence[Failure]:
+            response = await self._client.change_message_visibility_batch(
+                QueueUrl=self._queue_url,
+                Entries=[
+                    {"Id": i, "ReceiptHandle": entries[i], "VisibilityTimeout": 0} for i in ids
+                ],
+            )
+            return response.get("Failed", [])
+
+        await self._per_receipt("ChangeMessageVisibilityBatch", "release", receipts, call)
+
     async def delete(self, receipts: Sequence[str]) -> None:
-        # SQS refuses a batch whose entries repeat a receipt; a repeat deletes nothing more.
+        async def call(entries: dict[str, str], ids: list[str]) -> Sequence[Failure]:
+            response = await self._client.delete_message_batch(
+                QueueUrl=self._queue_url,
+                Entries=[{"Id": i, "ReceiptHandle": entries[i]} for i in ids],
+            )
+            return response.get("Failed", [])
+
+        await self._per_receipt("DeleteMessageBatch", "delete", receipts, call)
+
+    async def _per_receipt(
+        self,
+        operation: str,
+        verb: str,
+        receipts: Sequence[str],
+        call: Callable[[dict[str, str], list[str]], Awaitable[Sequence[Failure]]],
+    ) -> None:
+        # SQS refuses a batch whose entries repeat a receipt; a repeat changes nothing more.
         unique = list(dict.fromkeys(r for r in receipts if r))
         unavailable: list[str] = []
         for start in range(0, len(unique), MAX_BATCH):
             chunk = {str(i): r for i, r in enumerate(unique[start : start + MAX_BATCH])}
 
-            async def call(ids: list[str], chunk: dict[str, str] = chunk) -> Sequence[Failure]:
-                response = await self._client.delete_message_batch(
-                    QueueUrl=self._queue_url,
-                    Entries=[{"Id": i, "ReceiptHandle": chunk[i]} for i in ids],
-                )
-                return response.get("Failed", [])
+            async def bound(ids: list[str], chunk: dict[str, str] = chunk) -> Sequence[Failure]:
+                return await call(chunk, ids)
 
-            for failure in await self._batch("DeleteMessageBatch", list(chunk), call):
+            for failure in await self._batch(operation, list(chunk), bound):
                 if failure["SenderFault"]:
                     # A stale receipt (redelivered or already deleted) or one that never was.
                     log.debug("ignored SQS receipt: %s", _describe(failure))
@@ -116,7 +142,7 @@ class SqsNotificationQueue:
                     unavailable.append(_describe(failure))
         if unavailable:
             raise QueueUnavailable(
-                f"SQS did not delete {len(unavailable)} messages: " + _listing(unavailable)
+                f"SQS did not {verb} {len(unavailable)} messages: " + _listing(unavailable)
             )
 
     async def _batch(self, operation: str, ids: list[str], call: BatchCall) -> list[Failure]:

@@ -31,6 +31,12 @@ class NotificationQueue(Protocol):
         Raises QueueUnavailable."""
         ...
 
+    async def release(self, receipts: Sequence[str]) -> None:
+        """Make delivered messages visible to every consumer again at once (this consumer will
+        not handle them: it is shutting down). Unknown or stale receipts are ignored.
+        Raises QueueUnavailable."""
+        ...
+
     async def delete(self, receipts: Sequence[str]) -> None:
         """Delete delivered messages (batched). Unknown or stale receipts are ignored.
         Raises QueueUnavailable."""

@@ -1,9 +1,11 @@
 """The worker's fleet-facing loops: queue polling, orphan reconciliation, desired-state checks
 and metrics. Each loop logs and counts a failed iteration and carries on; none blocks."""
 
+import asyncio
 import logging
 import random
 
+from application.aio import wait_or_timeout
 from application.errors import ApplicationError
 from application.ports.metrics import (
     ACTIVE_CONNECTIONS,
@@ -27,18 +29,28 @@ class Heartbeats:
         self.store_reached: float | None = None
 
 
-async def poll_queue(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -> None:
-    """Hints from the queue: take each connection (lease first), delete the hint either way."""
+async def poll_queue(
+    ctx: WorkerContext, sessions: Sessions, beats: Heartbeats, draining: asyncio.Event
+) -> None:
+    """Hints from the queue: take each connection (lease first), delete the hint either way.
+
+    Shutdown sets `draining` instead of cancelling a long poll in flight: a cancelled request
+    can still be answered on the server (SQS hands a message to the abandoned poll), which
+    would hide a handoff hint for a whole visibility timeout. The last receive is let finish
+    — it returns at once if it catches a hint — and whatever it caught is given back."""
     cfg = ctx.config
-    while True:
+    while not draining.is_set():
         beats.last["poll"] = ctx.clock.monotonic()
         if sessions.free <= 0:
-            await ctx.clock.sleep(cfg.capacity_pause_s)
+            await wait_or_timeout(draining, ctx.clock, cfg.capacity_pause_s)
             continue
         try:
             deliveries = await ctx.queue.receive(
                 min(cfg.poll_batch, sessions.free), cfg.poll_wait_s
             )
+            if draining.is_set():
+                await ctx.queue.release([d.receipt for d in deliveries])
+                return
             done: list[str] = []
             for delivery in deliveries:
                 if delivery.connection_id is None:
@@ -53,7 +65,7 @@ async def poll_queue(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) 
         except ApplicationError as exc:
             ctx.metrics.count(STORE_ERRORS)
             log.warning("queue polling failed: %s", exc)
-            await ctx.clock.sleep(cfg.capacity_pause_s)
+            await wait_or_timeout(draining, ctx.clock, cfg.capacity_pause_s)
 
 
 async def reconcile(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -> None:

@@ -4,6 +4,7 @@ each released connection is hinted on the queue so another worker takes it withi
 second instead of at its next reconciliation."""
 
 import asyncio
+import functools
 import logging
 import random
 
@@ -84,6 +85,7 @@ class Worker:
         self._beats = Heartbeats()
         self._loops: dict[str, asyncio.Task[None]] = {}
         self._shutdown = asyncio.Event()
+        self._draining = asyncio.Event()  # the poll loop finishes its last receive, takes nothing
         self._started = self.ctx.clock.monotonic()
 
     @property
@@ -97,7 +99,7 @@ class Worker:
         ctx = self.ctx
         log.info("worker starting", extra={"worker_id": ctx.worker_id})
         for name, loop in (
-            ("poll", poll_queue),
+            ("poll", functools.partial(poll_queue, draining=self._draining)),
             ("reconcile", reconcile),
             ("desired_state", watch_desired_states),
             ("metrics", publish_metrics),
@@ -120,18 +122,24 @@ class Worker:
             len(self.sessions),
             extra={"worker_id": ctx.worker_id},
         )
-        await self._cancel_loops()  # take nothing new
+        budget = ctx.config.shutdown_budget_s
+        self._draining.set()  # take nothing new; the poll loop ends with its current receive
+        await self._cancel_loops(keep=("poll",))
         # Most of the budget for draining and releasing; the rest for hints and metrics.
-        await self.sessions.stop_all(SessionEnd.SHUTDOWN, ctx.config.shutdown_budget_s * 0.8)
+        await self.sessions.stop_all(SessionEnd.SHUTDOWN, budget * 0.8)
         handed = list(self.sessions.handed_over)
         if handed:
             try:
-                await first_completed(
-                    ctx.queue.send(handed), ctx.clock.sleep(ctx.config.shutdown_budget_s * 0.1)
-                )
+                await first_completed(ctx.queue.send(handed), ctx.clock.sleep(budget * 0.1))
             except ApplicationError as exc:
                 log.warning("handoff hints not sent (reconciliation will find them): %s", exc)
         await first_completed(ctx.metrics.flush(), ctx.clock.sleep(1.0))  # never raises
+        poll = self._loops.get("poll")
+        if poll is not None:
+            # Until the last long poll returns (at once if it caught one of our hints, which
+            # it then gives back), within what is left of the budget.
+            left = budget - (ctx.clock.monotonic() - began)
+            await first_completed(asyncio.wait([poll]), ctx.clock.sleep(max(0.0, left)))
         log.info(
             "shutdown complete: %d connections handed over in %.2fs",
             len(handed),
@@ -139,10 +147,11 @@ class Worker:
             extra={"worker_id": ctx.worker_id},
         )
 
-    async def _cancel_loops(self) -> None:
-        for task in self._loops.values():
+    async def _cancel_loops(self, keep: tuple[str, ...] = ()) -> None:
+        tasks = [task for name, task in self._loops.items() if name not in keep]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._loops.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def health(self) -> WorkerHealth:
         ctx = self.ctx

@@ -59,6 +59,23 @@ async def test_hint_in_flight_is_invisible_until_the_timeout_then_redelivered(
     await queue.queue.delete([d.receipt for d in again])
 
 
+async def test_released_hint_is_visible_to_others_at_once_not_after_the_timeout(
+    queue: QueueUnderTest,
+) -> None:
+    """A consumer that is shutting down gives back what its last long poll caught."""
+    await queue.queue.send(["conn-1", "conn-2"])
+    caught = await receive_all(queue, expected=2)
+
+    await queue.queue.release([caught[0].receipt, "not-a-receipt"])
+
+    again = await queue.queue.receive(max_messages=10, wait_s=0)
+    assert ids_of(again) == [caught[0].connection_id]
+    assert again[0].receipt != caught[0].receipt
+    await queue.queue.delete([caught[1].receipt, again[0].receipt])
+    await queue.queue.release([caught[1].receipt])  # stale: already deleted, harmless
+    assert await queue.queue.receive(max_messages=10, wait_s=0) == []
+
+
 async def test_receive_returns_at_most_max_messages(queue: QueueUnderTest) -> None:
     sent = [f"conn-{i}" for i in range(5)]
     await queue.queue.send(sent)

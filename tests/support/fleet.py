@@ -16,6 +16,7 @@ from adapters.memory.sink import InMemoryMessageSink
 from adapters.memory.store import InMemoryConnectionStore
 from adapters.memory.upstream import FakeUpstream
 from application.config import WorkerConfig
+from application.ports import NotificationQueue
 from application.router import EventRouter
 from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
@@ -51,9 +52,12 @@ class Fleet:
         self._seed = 0
 
     def add_worker(
-        self, name: str, config: WorkerConfig | None = None, skew_ms: int = 0
+        self,
+        name: str,
+        config: WorkerConfig | None = None,
+        skew_ms: int = 0,
+        queue: NotificationQueue | None = None,
     ) -> Member:
-
         self._seed += 1
         clock = SkewedClock(self.clock, skew_ms) if skew_ms else self.clock
         store = FaultInjectingStore(self.store, clock)
@@ -62,7 +66,7 @@ class Fleet:
             worker_id=name,
             config=config or self.config,
             store=store,
-            queue=self.queue,
+            queue=queue or self.queue,
             upstream=self.upstream,
             sink=self.sink,
             metrics=metrics,

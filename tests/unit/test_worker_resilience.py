@@ -1,8 +1,13 @@
 """The improvements over the article, each shown by a behaviour that the article lacks."""
 
+import asyncio
+from collections.abc import Sequence
+
 import pytest
 
+from adapters.memory.queue import InMemoryNotificationQueue
 from application.config import WorkerConfig
+from application.ports.queue import Delivery
 from domain import DesiredState, LeaseTakenOver, StreamEnded, UpstreamFailed
 from tests.support.fleet import Fleet
 
@@ -228,3 +233,48 @@ async def test_a_gap_in_upstream_seqs_is_counted_not_hidden(fleet: Fleet) -> Non
     assert member.metrics.counters["MessagesSkippedByUpstream"] == 3
     assert {31, 32, 33}.isdisjoint(fleet.sink.seqs("c1"))
     assert 34 in fleet.sink.seqs("c1")
+
+
+class AbandonedPollsCount:
+    """The worker's view of the queue, counting long polls abandoned mid-flight (on SQS such a
+    poll can still catch a message on the server and hide it) and receipts given back."""
+
+    def __init__(self, inner: InMemoryNotificationQueue) -> None:
+        self._inner = inner
+        self.abandoned = 0
+        self.released: list[str] = []
+
+    async def send(self, connection_ids: Sequence[str]) -> None:
+        await self._inner.send(connection_ids)
+
+    async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:
+        try:
+            return await self._inner.receive(max_messages, wait_s)
+        except asyncio.CancelledError:
+            self.abandoned += 1
+            raise
+
+    async def release(self, receipts: Sequence[str]) -> None:
+        self.released.extend(receipts)
+        await self._inner.release(receipts)
+
+    async def delete(self, receipts: Sequence[str]) -> None:
+        await self._inner.delete(receipts)
+
+
+async def test_shutdown_lets_the_last_long_poll_finish_and_gives_back_what_it_caught(
+    fleet: Fleet,
+) -> None:
+    queue = AbandonedPollsCount(fleet.queue)
+    member = fleet.add_worker("a", queue=queue)
+    await fleet.start("c1")
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    await fleet.clock.advance(1)
+
+    await fleet.shutdown("a")
+
+    assert queue.abandoned == 0
+    assert len(queue.released) == 1, "its own poll caught the handoff hint and gave it back"
+    [hint] = await fleet.queue.receive(10, 0)
+    assert hint.connection_id == "c1"
+    del member
