@@ -67,5 +67,11 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
+# The chaos soak (never part of `make test`, which runs its short version): real worker
+# processes on both backends under repeated mixed faults for CHAOS_MINUTES, then it stops.
+CHAOS_MINUTES ?= 10
+chaos: $(STAMP)
+	CHAOS_MINUTES=$(CHAOS_MINUTES) $(BIN)/python -m pytest tests/chaos --soak -m soak $(PYTEST_ARGS)
+
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

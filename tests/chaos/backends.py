@@ -1,0 +1,193 @@
+"""The two deployments a chaos run exercises, behind one small interface: where state lives,
+how a worker process is started, and the harness's own view (the same EventRouter the API and
+CLI use for START/STOP, the store's history, the stored messages, the hint queue).
+
+- aws: DynamoDB and SQS on a moto server in a process of its own; workers are
+  `python -m entrypoints.worker` (the ECS task's command).
+- embedded: SQLite files in a data directory; workers are `python -m entrypoints.cli worker`.
+"""
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+from aiobotocore.session import get_session
+
+from adapters.dynamodb.schema import TableNames
+from adapters.dynamodb.tables import create_tables
+from adapters.sqlite.message_sink import SqliteMessageSink
+from adapters.sqs import create_queue
+from application.config import WorkerConfig
+from application.ports import NotificationQueue
+from application.ports.sink import StoredMessage
+from application.router import EventRouter
+from entrypoints.containers import AwsContainer, provide, shutdown
+from entrypoints.embedded import EmbeddedContainer
+from entrypoints.settings import load_settings
+from tests.chaos.processes import Child, child_env
+from tests.support.dynamodb import read_messages
+from tests.support.moto import REGION
+
+# The article's timings at 1/10: lease 2 s, heartbeat 0.5 s, desired-state check 1 s,
+# self-fence margin 0.6 s, shutdown budget 2 s.
+CONFIG = WorkerConfig().scaled(0.1)
+HINT_VISIBILITY_S = 3  # a hint a dead worker received comes back after 3 s, not 30
+# Two departures from the plain 1/10 scale, both to keep moto (one process, DynamoDB requests
+# served one at a time) from becoming the bottleneck that makes renewals late, which would
+# test moto rather than wsfleet: messages are flushed every 0.25 s (1/10 would be every 20 ms,
+# one BatchWriteItem per message) and the orphan index has 2 shards instead of 16 (each
+# reconciliation queries every shard).
+FLUSH_INTERVAL_S = 0.25
+ORPHAN_SHARDS = 2
+
+
+def timing_env(config: WorkerConfig = CONFIG) -> dict[str, str]:
+    env = {
+        f"WSFLEET_{field.name.upper()}": str(getattr(config, field.name))
+        for field in attrs.fields(WorkerConfig)
+    }
+    env["WSFLEET_INGEST_FLUSH_INTERVAL_S"] = str(FLUSH_INTERVAL_S)
+    return env
+
+
+class Backend(Protocol):
+    name: str
+    router: EventRouter
+    queue: NotificationQueue
+
+    async def open(self, run_dir: Path) -> None: ...
+
+    def worker_command(self, name: str) -> list[str]: ...
+
+    def environment(self) -> dict[str, str]:
+        """WSFLEET_* variables shared by the harness and every worker."""
+        ...
+
+    async def messages(self, connection_id: str) -> list[StoredMessage]: ...
+
+    async def rewrites(self) -> dict[str, int] | None:
+        """Rewritten seqs per connection, where the sink counts them (else None)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class _Common:
+    name = ""
+    router: EventRouter
+    queue: NotificationQueue
+
+    def __init__(self) -> None:
+        self._env: dict[str, str] = {}
+        self._container: Any = None
+
+    def environment(self) -> dict[str, str]:
+        return {
+            **self._env,
+            "WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true",
+            "WSFLEET_HINT_VISIBILITY_TIMEOUT_S": str(HINT_VISIBILITY_S),
+        }
+
+    async def _open_container(self, container: Any) -> None:
+        self._container = container
+        self.router = await provide(container.core.router)
+        self.queue = await provide(container.queue)
+
+    async def close(self) -> None:
+        if self._container is not None:
+            await shutdown(self._container)
+
+
+class AwsBackend(_Common):
+    name = "aws"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._moto: Child | None = None
+        self._dynamodb: Any = None
+        self._tables = TableNames()
+
+    async def open(self, run_dir: Path) -> None:
+        # Fake credentials so botocore never looks further (no network, no real account).
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+        self._moto = Child("moto", run_dir)
+        await self._moto.spawn(["-m", "tests.chaos.moto_process"], child_env({}))
+        url = (await self._moto.wait_for_line(r"listening on (http://\S+)", 30)).group(1)
+        session = get_session()
+        kwargs: dict[str, Any] = {
+            "endpoint_url": url,
+            "region_name": REGION,
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+        }
+        async with session.create_client("dynamodb", **kwargs) as dynamodb:
+            await create_tables(dynamodb, self._tables, shards=ORPHAN_SHARDS)
+        async with session.create_client("sqs", **kwargs) as sqs:
+            queue_url = await create_queue(sqs, "chaos-hints", HINT_VISIBILITY_S)
+        self._env = {
+            "WSFLEET_BACKEND": "aws",
+            "WSFLEET_AWS_ENDPOINT_URL": url,
+            "WSFLEET_REGION": REGION,
+            "WSFLEET_QUEUE_URL": queue_url,
+            "WSFLEET_ORPHAN_SHARDS": str(ORPHAN_SHARDS),
+        }
+        container = AwsContainer(settings=load_settings(self.environment()))
+        await self._open_container(container)
+        self._dynamodb = await provide(container.dynamodb)
+
+    def worker_command(self, name: str) -> list[str]:
+        return ["-m", "entrypoints.worker"]
+
+    async def messages(self, connection_id: str) -> list[StoredMessage]:
+        return await read_messages(self._dynamodb, self._tables.messages, connection_id)
+
+    async def rewrites(self) -> dict[str, int] | None:
+        return None  # DynamoDB keeps no count: an overwrite shows only as a changed token
+
+    async def close(self) -> None:
+        await super().close()
+        if self._moto is not None:
+            await self._moto.kill()
+
+
+class EmbeddedBackend(_Common):
+    name = "embedded"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sink: SqliteMessageSink | None = None
+
+    async def open(self, run_dir: Path) -> None:
+        data_dir = run_dir / "data"
+        data_dir.mkdir()
+        self._env = {"WSFLEET_BACKEND": "embedded", "WSFLEET_DATA_DIR": str(data_dir)}
+        container = EmbeddedContainer(settings=load_settings(self.environment()))
+        await self._open_container(container)
+        self._sink = await provide(container.sink)
+
+    def worker_command(self, name: str) -> list[str]:
+        return ["-m", "entrypoints.cli", "worker", "--name", name]
+
+    async def messages(self, connection_id: str) -> list[StoredMessage]:
+        assert self._sink is not None
+        return await self._sink.read(connection_id)
+
+    async def rewrites(self) -> dict[str, int] | None:
+        assert self._sink is not None
+        return await self._sink.rewrites()
+
+
+BACKENDS: dict[str, Callable[[], Backend]] = {"aws": AwsBackend, "embedded": EmbeddedBackend}
+
+
+def new_backend(name: str) -> Backend:
+    return BACKENDS[name]()
+
+
+async def send_hints(queue: NotificationQueue, connection_ids: Sequence[str]) -> None:
+    """Hints straight onto the queue, as a redelivery or a duplicate router call would."""
+    for start in range(0, len(connection_ids), 10):
+        await queue.send(connection_ids[start : start + 10])

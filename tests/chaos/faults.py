@@ -1,0 +1,298 @@
+"""The faults, one coroutine each, run against a ChaosRun. Each injects its fault, records it,
+and checks what must hold during and after it (recording violations on the run): the
+recovery of every STARTED connection within the fault's bound, and the fault's own promise
+(a resumed worker closes at once and writes nothing; a store outage fences every subscriber;
+duplicates change nothing; a STOP stays a STOP)."""
+
+import asyncio
+import time
+from typing import Any
+
+from application.ports.sink import StoredMessage
+from domain import DesiredState, LeaseStatus, StopRequested
+from tests.chaos.backends import send_hints
+from tests.chaos.harness import (
+    CRASH_BOUND_S,
+    HANDOFF_BOUND_S,
+    HEARTBEAT_S,
+    LEASE_S,
+    PICKUP_BOUND_S,
+    STOP_BOUND_S,
+    THAW_CLOSE_BOUND_S,
+    ChaosRun,
+    WorkerHandle,
+    now_ms,
+)
+
+QUARTER_LEASE_MS = int(LEASE_S * 1000 / 4)
+FREEZE_S = LEASE_S * 1.75  # longer than the lease: the frozen worker's leases are taken over
+OUTAGE_S = LEASE_S * 3
+
+
+async def pickup(run: ChaosRun, connection_ids: list[str]) -> None:
+    """START each connection (a few twice, concurrently: a duplicated delivery)."""
+    began = now_ms()
+    for i, cid in enumerate(connection_ids):
+        if i % 4 == 0:
+            results = await asyncio.gather(run.start(cid), run.start(cid))
+            if sorted(results) != [False, True]:
+                run.violation(f"duplicate START of {cid}: changed {results}, wanted one True")
+        else:
+            await run.start(cid)
+    run.stats.fault("START (duplicated)")
+    await run.wait_covered("pickup", began, PICKUP_BOUND_S + len(connection_ids) * 0.1)
+
+
+async def duplicates(run: ChaosRun) -> None:
+    """Duplicate START/STOP deliveries and queue redeliveries change nothing."""
+    started = run.started()
+    before = {cid: r["connects"] for cid, r in (await run.records()).items()}
+    for cid in run.rng.sample(started, min(3, len(started))):
+        changed = await asyncio.gather(run.start(cid), run.start(cid))
+        if any(changed):
+            run.violation(f"repeated START of running {cid} reported a change")
+    stopped = [c for c, s in run.wanted.items() if s is DesiredState.STOPPED]
+    await send_hints(run.backend.queue, [*started, *started, *started, *stopped, *stopped])
+    run.stats.fault("duplicate START/hints")
+    await run.hold_covered("duplicates", HEARTBEAT_S * 4, required=True)
+    after = {cid: r["connects"] for cid, r in (await run.records()).items()}
+    for cid in started:
+        if after.get(cid) != before.get(cid):
+            run.violation(f"duplicates made {cid} connect again ({before[cid]}->{after[cid]})")
+    run.stats.checks += 1
+    # A duplicated STOP of one connection: one change, then closed within the bound.
+    victim = run.rng.choice(started)
+    stopped_at = now_ms()
+    await asyncio.gather(run.stop(victim), run.stop(victim))
+    run.stats.fault("duplicate STOP")
+    # The router may answer "accepted" to both concurrent copies (it compares a read made
+    # before the write); what must hold is that the store recorded the STOP once.
+    history = await run.backend.router.history(victim)
+    stops = [e for e in history if isinstance(e, StopRequested) and e.at_ms >= stopped_at - 1000]
+    run.stats.checks += 1
+    if len(stops) != 1:
+        run.violation(f"duplicate STOP of {victim} recorded {len(stops)} StopRequested events")
+    await run.wait_covered("stop", stopped_at, STOP_BOUND_S)
+
+
+async def crash(run: ChaosRun, *, skew_other: bool = False) -> None:
+    """SIGKILL the busiest worker, start a replacement. With `skew_other`, another worker's
+    clock runs a quarter lease ahead meanwhile (it sees the dead leases expire early)."""
+    victim = await busiest(run)
+    if victim is None:
+        return
+    skewed = None
+    if skew_other:
+        others = [w for w in run.serving() if w is not victim]
+        if others:
+            skewed = run.rng.choice(others)
+            await run.set_faults(skewed, skew_ms=QUARTER_LEASE_MS)
+            run.stats.fault("clock skew +q")
+    killed = await run.kill(victim)
+    run.stats.fault("SIGKILL")
+    replacement = asyncio.create_task(run.add_worker())
+    try:
+        await run.wait_covered("crash (SIGKILL)", killed, CRASH_BOUND_S)
+    finally:
+        await replacement
+    if skewed is not None:
+        await run.set_faults(skewed, skew_ms=-QUARTER_LEASE_MS)
+        run.stats.fault("clock skew -q")
+        await run.hold_covered("clock skew -q", LEASE_S * 1.5, required=True)
+        await run.set_faults(skewed)
+
+
+async def rolling_restart(run: ChaosRun) -> None:
+    """A deployment: for each worker, a new one starts, then the old one gets SIGTERM."""
+    for old in list(run.serving()):
+        await run.add_worker()
+        sent, code = await run.terminate(old)
+        run.stats.fault("SIGTERM (rolling)")
+        if code != 0:
+            run.violation(f"{old.name} exited {code} after SIGTERM\n{old.child.tail()}")
+        await run.wait_covered("handoff (SIGTERM)", sent, HANDOFF_BOUND_S)
+
+
+async def freeze(run: ChaosRun) -> None:
+    """SIGSTOP a worker for longer than its lease, then SIGCONT. Its leases move on while it
+    is frozen; once resumed it must close its stale subscribers at once and store nothing
+    under its stale tokens."""
+    victim = await busiest(run)
+    if victim is None:
+        return
+    held = await run.owned_by(victim)
+    stopped = run.freeze(victim)
+    run.stats.fault("SIGSTOP > lease")
+    await run.wait_covered("freeze takeover (SIGSTOP)", stopped, CRASH_BOUND_S)
+    await asyncio.sleep(max(0.0, stopped / 1000 + FREEZE_S - time.time()))
+    stale = {cid: await stale_rows(run, victim, cid, token) for cid, token in held.items()}
+    continued = run.thaw(victim)
+    # Its stale subscribers count as active again from SIGCONT until they close.
+    await run.wait_covered("after SIGCONT", continued, HANDOFF_BOUND_S)
+    await asyncio.sleep(max(0.0, continued / 1000 + THAW_CLOSE_BOUND_S + 0.3 - time.time()))
+    await check_closed_at_once(run, victim, stopped, continued, held)
+    await asyncio.sleep(HEARTBEAT_S * 2)  # anything it still meant to write would be written
+    for cid, token in held.items():
+        after = await stale_rows(run, victim, cid, token)
+        run.stats.checks += 1
+        added = {seq: row for seq, row in after.items() if stale[cid].get(seq) != row}
+        if added:
+            seqs = sorted(added)
+            run.violation(
+                f"{victim.name} resumed after SIGSTOP and wrote {len(seqs)} rows of {cid} under "
+                f"its stale token {token}: seqs {seqs[:10]}"
+            )
+
+
+async def check_closed_at_once(
+    run: ChaosRun, victim: WorkerHandle, stopped: int, continued: int, held: dict[str, int]
+) -> None:
+    records = await run.records()
+    worst = 0.0
+    for cid in held:
+        for conn in records.get(cid, {}).get("connections", []):
+            if conn["connected_at_ms"] > stopped or run.owner_of(conn) != victim.name:
+                continue
+            run.stats.checks += 1
+            gone = conn["disconnected_at_ms"]
+            if gone is None or gone < stopped:
+                if gone is None:
+                    run.violation(f"{victim.name} kept its stale subscriber of {cid} open")
+                continue
+            took = max(0.0, (gone - continued) / 1000)
+            worst = max(worst, took)
+            if took > THAW_CLOSE_BOUND_S:
+                run.violation(
+                    f"{victim.name} closed its stale subscriber of {cid} {took:.3f}s after "
+                    f"SIGCONT (bound {THAW_CLOSE_BOUND_S}s: before its next heartbeat)"
+                )
+    run.stats.recovered("close after SIGCONT", worst)
+
+
+async def stale_rows(
+    run: ChaosRun, victim: WorkerHandle, cid: str, token: int
+) -> dict[int, tuple[str, int, str, int]]:
+    rows: list[StoredMessage] = await run.backend.messages(cid)
+    return {
+        m.seq: (m.worker_id, m.token, m.data, m.received_at_ms)
+        for m in rows
+        if m.worker_id == victim.worker_id and m.token == token
+    }
+
+
+async def store_hiccups(run: ChaosRun) -> None:
+    """Throttling, latency, timeouts and lost responses on every worker's store: retried
+    within the lease, they must cost no ownership."""
+    plans: list[tuple[str, dict[str, Any], float]] = [
+        ("store throttling 30%", {"error_rate": 0.3}, LEASE_S * 1.5),
+        ("store latency 0.3s", {"latency_s": 0.3}, LEASE_S * 1.5),
+        ("store timeouts 0.25s at 10%", {"timeout_s": 0.25, "timeout_rate": 0.1}, LEASE_S),
+        (
+            "lost responses",
+            {"lose_responses": {"renew": 2, "try_acquire": 1, "release": 1, "desired_states": 1}},
+            LEASE_S,
+        ),
+    ]
+    for kind, spec, seconds in plans:
+        workers = run.serving()
+        await asyncio.gather(*(run.set_faults(w, **spec) for w in workers))
+        run.stats.fault(kind)
+        # Losing a lease here is no violation (a renew can fail on every try within the
+        # lease), only counted; recovering within the bound once the fault ends is required.
+        if not await run.hold_covered(kind, seconds):
+            run.stats.fault(f"ownership lost during {kind}")
+        await asyncio.gather(*(run.set_faults(w) for w in workers))
+        await run.wait_covered(kind, now_ms(), CRASH_BOUND_S)
+
+
+async def outage(run: ChaosRun, *, whole_fleet: bool = True) -> None:
+    """The store is unreachable for three leases, for every worker (or one: a partition).
+    Every affected subscriber must be closed before its lease can run out (self-fencing);
+    after the outage, every connection is owned again within the crash bound."""
+    workers = run.serving() if whole_fleet else [run.rng.choice(run.serving())]
+    names = {w.name for w in workers}
+    began = now_ms()
+    await asyncio.gather(*(run.set_faults(w, outage=True) for w in workers))
+    applied = now_ms()  # no renew can succeed after this: every lease ends by applied + lease
+    run.stats.fault("store outage (fleet)" if whole_fleet else "store outage (one worker)")
+    await asyncio.sleep(OUTAGE_S)
+    records = await run.records()
+    for cid, record in records.items():
+        for conn in record["connections"]:
+            if conn["connected_at_ms"] >= began or run.owner_of(conn) not in names:
+                continue
+            run.stats.checks += 1
+            gone = conn["disconnected_at_ms"]
+            if gone is not None and gone < began:
+                continue
+            if gone is None or gone > applied + int(LEASE_S * 1000):
+                late = "never" if gone is None else f"{(gone - applied) / 1000:.2f}s in"
+                run.violation(f"{cid}: subscriber not fenced during the store outage ({late})")
+    ended = now_ms()
+    await asyncio.gather(*(run.set_faults(w) for w in workers))
+    kind = "store outage 3 leases" if whole_fleet else "partition 3 leases"
+    await run.wait_covered(kind, ended, CRASH_BOUND_S)
+
+
+async def stop_race(run: ChaosRun) -> None:
+    """STOP a connection just as its dead owner's lease runs out and another worker may be
+    taking it over: either the takeover is refused or the new owner closes within the STOP
+    bound; the connection then stays closed. The dead worker's other connections recover."""
+    victim = await busiest(run)
+    if victim is None:
+        return
+    held = await run.owned_by(victim)
+    target = run.rng.choice(sorted(held))
+    killed = await run.kill(victim)
+    run.stats.fault("SIGKILL")
+    replacement = asyncio.create_task(run.add_worker())
+    await asyncio.sleep(LEASE_S - HEARTBEAT_S / 2 + run.rng.random() * HEARTBEAT_S)
+    stopped = now_ms()
+    await run.stop(target)
+    run.stats.fault("STOP racing a takeover")
+    try:
+        await run.wait_covered("STOP racing a takeover", stopped, STOP_BOUND_S)
+        await run.wait_covered("crash (SIGKILL)", killed, CRASH_BOUND_S)
+    finally:
+        await replacement
+
+
+async def restart_stopped(run: ChaosRun) -> None:
+    """START again what was stopped: the new owner resumes from the checkpoint (no gap)."""
+    began = now_ms()
+    for cid in [c for c, s in run.wanted.items() if s is DesiredState.STOPPED]:
+        if not await run.start(cid):
+            run.violation(f"START of stopped {cid} reported no change")
+    run.stats.fault("START after STOP")
+    await run.wait_covered("pickup", began, PICKUP_BOUND_S)
+
+
+async def finish(run: ChaosRun) -> dict[str, int]:
+    """Everything owned again and every STARTED lease held by a serving worker, then SIGTERM
+    to all: returns what each stream had emitted just before, for the sink's judge."""
+    await run.wait_covered("final", now_ms(), CRASH_BOUND_S)
+    serving_ids = {w.worker_id for w in run.serving()}
+    for cid in run.started():
+        conn = await run.backend.router.get(cid)
+        run.stats.checks += 1
+        if conn is None or conn.owner not in serving_ids:
+            run.violation(f"{cid} is STARTED but owned by {conn and conn.owner!r}")
+        elif conn.lease_status(now_ms()) is not LeaseStatus.HELD:
+            run.violation(f"{cid} is STARTED but its lease is {conn.lease_status(now_ms())}")
+    await asyncio.sleep(HEARTBEAT_S * 2)
+    records = await run.records()
+    emitted = {cid: records[cid]["emitted"] for cid in run.started()}
+    leaving = run.serving()
+    results = await asyncio.gather(*(run.terminate(w) for w in leaving))
+    for (_, code), handle in zip(results, leaving, strict=True):
+        if code != 0:
+            run.violation(f"{handle.name} exited {code} at the final SIGTERM")
+    return emitted
+
+
+async def busiest(run: ChaosRun) -> WorkerHandle | None:
+    counts = []
+    for handle in run.serving():
+        counts.append((len(await run.owned_by(handle)), handle.name, handle))
+    counts.sort(key=lambda c: (c[0], c[1]))
+    return counts[-1][2] if counts and counts[-1][0] > 0 else None

@@ -1,0 +1,385 @@
+"""ChaosRun: one deployment under fire. It starts the upstream simulator (the judge) and a
+backend as processes, worker processes with the scaled timings, issues START/STOP through the
+EventRouter, injects faults (signals, the chaos control file of each worker) and measures how
+long every STARTED connection took to have exactly one active subscriber again.
+
+Everything is timed on the wall clock in epoch milliseconds, as the simulator's records and
+the store's history are, so the three can be laid side by side. Violations are collected (not
+raised at once), each with the evidence needed to understand it; `tests/chaos/judge.py` adds
+the after-the-fact checks over the whole run.
+"""
+
+import asyncio
+import json
+import random
+import signal
+import socket
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from domain import DesiredState
+from tests.chaos.backends import CONFIG, Backend, timing_env
+from tests.chaos.processes import Child, child_env
+from tests.chaos.sockets import SocketOwners
+
+LEASE_S = CONFIG.lease_ms / 1000
+HEARTBEAT_S = CONFIG.heartbeat_interval_s
+TRUSTED_S = (CONFIG.lease_ms - CONFIG.self_fence_margin_ms) / 1000
+# Recovery bounds, from the fault (or its end) to every STARTED connection having exactly one
+# active subscriber. Crash and freeze: the lease runs out (at most lease after the last renew),
+# reconciliation wakes when it does, plus one heartbeat; the slack absorbs six processes
+# sharing two cores. Handoff and STOP carry the issue's targets plus the same slack.
+SLACK_S = 1.0
+CRASH_BOUND_S = LEASE_S + HEARTBEAT_S + SLACK_S
+HANDOFF_BOUND_S = 1.0 + SLACK_S
+STOP_BOUND_S = CONFIG.desired_state_interval_s + 0.5 + SLACK_S
+PICKUP_BOUND_S = 0.5 + SLACK_S + 1.0  # START -> subscriber (workers may be busy booting)
+# A frozen worker resumed must close its stale subscribers before its next heartbeat.
+THAW_CLOSE_BOUND_S = HEARTBEAT_S
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@attrs.define
+class WorkerHandle:
+    name: str
+    child: Child
+    health_port: int
+    control: Path
+    worker_id: str = ""
+    revision: int = 0
+    frozen_at_ms: int | None = None
+    max_skew_ms: int = 0
+    gone: bool = False  # killed or terminated by the harness
+
+    @property
+    def serving(self) -> bool:
+        return not self.gone and self.frozen_at_ms is None and self.child.running
+
+
+@attrs.frozen
+class Mark:
+    at_ms: int
+    what: str
+    detail: str = ""
+
+
+@attrs.frozen
+class Freeze:
+    worker: str
+    stopped_ms: int
+    continued_ms: int
+
+
+@attrs.define
+class Stats:
+    faults: dict[str, int] = attrs.Factory(dict)
+    recoveries: dict[str, list[float]] = attrs.Factory(dict)
+    checks: int = 0
+
+    def fault(self, kind: str) -> None:
+        self.faults[kind] = self.faults.get(kind, 0) + 1
+
+    def recovered(self, kind: str, seconds: float) -> None:
+        self.recoveries.setdefault(kind, []).append(seconds)
+
+
+class ChaosRun:
+    def __init__(self, backend: Backend, run_dir: Path, *, rate: float, seed: int) -> None:
+        self.backend = backend
+        self.run_dir = run_dir
+        self.rate = rate
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.workers: dict[str, WorkerHandle] = {}
+        self.wanted: dict[str, DesiredState] = {}
+        self.start_times: dict[str, list[int]] = {}  # accepted STARTs (first and restarts)
+        self.stop_times: dict[str, list[int]] = {}  # accepted STOPs
+        self.timeline: list[Mark] = []
+        self.freezes: list[Freeze] = []
+        self.violations: list[str] = []
+        self.stats = Stats()
+        self.sim_port = 0
+        self._sim: Child | None = None
+        self.owners: SocketOwners | None = None
+        self._count = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        self._sim = Child("simulator", self.run_dir)
+        await self._sim.spawn(
+            ["-m", "entrypoints.simulator", "--port", "0", "--rate", str(self.rate)],
+            child_env({}),
+        )
+        line = await self._sim.wait_for_line(r"listening on ws://127\.0\.0\.1:(\d+)", 30)
+        self.sim_port = int(line.group(1))
+        self.owners = SocketOwners(self.sim_port)
+        self.owners.start()
+        await self.backend.open(self.run_dir)
+        self.mark("deployment open", f"{self.backend.name}, seed {self.seed}")
+
+    async def close(self) -> None:
+        for handle in self.workers.values():
+            if handle.frozen_at_ms is not None:
+                handle.child.signal(signal.SIGCONT)
+            await handle.child.kill()
+        if self.owners is not None:
+            self.owners.stop()
+        await self.backend.close()
+        if self._sim is not None:
+            await self._sim.kill()
+
+    def mark(self, what: str, detail: str = "") -> int:
+        at = now_ms()
+        self.timeline.append(Mark(at, what, detail))
+        return at
+
+    def violation(self, text: str) -> None:
+        self.violations.append(f"[{now_ms()}] {text}")
+
+    # -- workers ------------------------------------------------------------------------------
+
+    async def add_worker(self) -> WorkerHandle:
+        self._count += 1
+        name = f"w{self._count}"
+        port = free_port()
+        control = self.run_dir / f"{name}.chaos.json"
+        env = child_env(
+            {
+                **self.backend.environment(),
+                **timing_env(),
+                "WSFLEET_HEALTH_PORT": str(port),
+                "WSFLEET_CHAOS_CONTROL": str(control),
+                "WSFLEET_SERVICE_NAME": "chaos",
+            }
+        )
+        child = Child(name, self.run_dir)
+        await child.spawn(self.backend.worker_command(name), env)
+        assert self.owners is not None
+        self.owners.watch(child.pid, name)
+        handle = WorkerHandle(name, child, port, control)
+        self.workers[name] = handle
+        await self._wait_ready(handle)
+        self.mark("worker started", f"{name} = {handle.worker_id} (pid {child.pid})")
+        return handle
+
+    async def add_workers(self, n: int) -> list[WorkerHandle]:
+        return list(await asyncio.gather(*(self.add_worker() for _ in range(n))))
+
+    async def _wait_ready(self, handle: WorkerHandle, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not handle.child.running:
+                break
+            status, body = await http_json(f"http://127.0.0.1:{handle.health_port}/status")
+            if status == 200 and isinstance(body, dict):
+                handle.worker_id = body["worker_id"]
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{handle.name} never became ready\n{handle.child.tail()}")
+
+    def serving(self) -> list[WorkerHandle]:
+        return [w for w in self.workers.values() if w.serving]
+
+    def by_worker_id(self) -> dict[str, str]:
+        return {w.worker_id: w.name for w in self.workers.values()}
+
+    async def kill(self, handle: WorkerHandle) -> int:
+        at = self.mark("SIGKILL", handle.name)
+        handle.gone = True
+        handle.child.signal(signal.SIGKILL)
+        await handle.child.wait(10)
+        return at
+
+    async def terminate(self, handle: WorkerHandle) -> tuple[int, int]:
+        """SIGTERM and wait: (time sent, exit code)."""
+        at = self.mark("SIGTERM", handle.name)
+        handle.gone = True
+        handle.child.signal(signal.SIGTERM)
+        code = await handle.child.wait(CONFIG.shutdown_budget_s + 10)
+        self.mark("exited", f"{handle.name} with {code}")
+        return at, code
+
+    def freeze(self, handle: WorkerHandle) -> int:
+        handle.child.signal(signal.SIGSTOP)
+        handle.frozen_at_ms = self.mark("SIGSTOP", handle.name)
+        return handle.frozen_at_ms
+
+    def thaw(self, handle: WorkerHandle) -> int:
+        handle.child.signal(signal.SIGCONT)
+        at = self.mark("SIGCONT", handle.name)
+        assert handle.frozen_at_ms is not None
+        self.freezes.append(Freeze(handle.name, handle.frozen_at_ms, at))
+        handle.frozen_at_ms = None
+        return at
+
+    async def set_faults(self, handle: WorkerHandle, **spec: Any) -> None:
+        """Write the worker's control file (atomically) and wait until it says it applied it.
+        No keyword: every fault cleared."""
+        handle.revision += 1
+        document = {"revision": handle.revision, **spec}
+        tmp = handle.control.with_suffix(".tmp")
+        tmp.write_text(json.dumps(document))
+        tmp.replace(handle.control)
+        handle.max_skew_ms = max(handle.max_skew_ms, abs(int(spec.get("skew_ms", 0))))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            for line in reversed(await handle.child.log_lines()):
+                if line.get("chaos_revision") == handle.revision:
+                    self.mark("faults set", f"{handle.name}: {spec or 'none'}")
+                    return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{handle.name} did not apply {document}\n{handle.child.tail()}")
+
+    # -- connections --------------------------------------------------------------------------
+
+    def url(self, connection_id: str) -> str:
+        return f"ws://127.0.0.1:{self.sim_port}/stream/{connection_id}"
+
+    async def start(self, connection_id: str) -> bool:
+        if connection_id not in self.wanted:
+            await http_json(self._sim_http(f"/streams/{connection_id}"), "POST")
+        began = now_ms()
+        outcome = await self.backend.router.start(connection_id, self.url(connection_id))
+        self.wanted[connection_id] = DesiredState.STARTED
+        self.mark("START", f"{connection_id} ({'accepted' if outcome.changed else 'unchanged'})")
+        if outcome.changed:
+            self.start_times.setdefault(connection_id, []).append(began)
+        return outcome.changed
+
+    async def stop(self, connection_id: str) -> bool:
+        began = now_ms()
+        outcome = await self.backend.router.stop(connection_id)
+        self.mark("STOP", f"{connection_id} ({'accepted' if outcome.changed else 'unchanged'})")
+        if outcome.changed:
+            self.stop_times.setdefault(connection_id, []).append(began)
+        self.wanted[connection_id] = DesiredState.STOPPED
+        return outcome.changed
+
+    def started(self) -> list[str]:
+        return sorted(c for c, s in self.wanted.items() if s is DesiredState.STARTED)
+
+    async def owned_by(self, handle: WorkerHandle) -> dict[str, int]:
+        """connection id -> token, for every STARTED connection the store says `handle` holds."""
+        held = {}
+        for cid in self.started():
+            conn = await self.backend.router.get(cid)
+            if conn is not None and conn.owner == handle.worker_id:
+                held[cid] = conn.token
+        return held
+
+    # -- observation --------------------------------------------------------------------------
+
+    def _sim_http(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.sim_port}{path}"
+
+    async def records(self) -> dict[str, dict[str, Any]]:
+        status, body = await http_json(self._sim_http("/records"))
+        assert status == 200, body
+        streams: dict[str, dict[str, Any]] = body["streams"]
+        return streams
+
+    def owner_of(self, connection: dict[str, Any]) -> str | None:
+        assert self.owners is not None
+        return self.owners.owner_of(
+            connection["remote"], connection["connected_at_ms"], connection["disconnected_at_ms"]
+        )
+
+    def frozen_names(self) -> set[str]:
+        return {w.name for w in self.workers.values() if w.frozen_at_ms is not None}
+
+    def coverage_problems(self, records: dict[str, dict[str, Any]]) -> list[str]:
+        """Every STARTED connection: exactly one active subscriber (one whose process is not
+        frozen); every STOPPED one: none."""
+        frozen = self.frozen_names()
+        problems = []
+        for cid, state in sorted(self.wanted.items()):
+            live = [
+                c
+                for c in records.get(cid, {}).get("connections", [])
+                if c["disconnected_at_ms"] is None
+            ]
+            active = [c for c in live if self.owner_of(c) not in frozen]
+            want = 1 if state is DesiredState.STARTED else 0
+            if len(active) != want:
+                owners = [self.owner_of(c) or "?" for c in active]
+                problems.append(f"{cid} ({state.value}): {len(active)} active subscribers {owners}")
+        return problems
+
+    async def wait_covered(self, kind: str, since_ms: int, bound_s: float) -> float:
+        """Wait until coverage holds; record the recovery (seconds since `since_ms`) under
+        `kind`, and a violation if it took longer than `bound_s`. Gives up at 4x the bound."""
+        self.stats.checks += 1
+        limit_ms = since_ms + int(bound_s * 4000)
+        problems: list[str] = []
+        seen: list[str] = []  # what kept it from being covered, for the report
+        while True:
+            problems = self.coverage_problems(await self.records())
+            at = now_ms()
+            if not problems:
+                seconds = max(0.0, (at - since_ms) / 1000)
+                self.stats.recovered(kind, seconds)
+                if seconds > bound_s:
+                    self.violation(
+                        f"{kind}: recovered after {seconds:.2f}s > bound {bound_s}s; "
+                        f"meanwhile: {sorted(set(seen))}"
+                    )
+                return seconds
+            if at - since_ms > bound_s * 1000:
+                seen += problems
+            if at > limit_ms:
+                self.violation(f"{kind}: not recovered after {(at - since_ms) / 1000:.1f}s:")
+                self.violations.extend(f"    {p}" for p in problems)
+                raise ChaosAbort(f"{kind} never recovered")
+            await asyncio.sleep(0.1)
+
+    async def hold_covered(self, kind: str, seconds: float, *, required: bool = False) -> bool:
+        """Watch coverage for `seconds` (sampled); False if it was lost at some point, which
+        is a violation when `required` (faults that must cost no ownership at all)."""
+        self.stats.checks += 1
+        end = time.monotonic() + seconds
+        held = True
+        while time.monotonic() < end:
+            problems = self.coverage_problems(await self.records())
+            if problems and held and required:
+                self.violation(f"{kind}: coverage lost: {problems}")
+            held = held and not problems
+            await asyncio.sleep(0.1)
+        return held
+
+
+class ChaosAbort(Exception):
+    """The run cannot go on (the fleet never recovered): judge what happened so far."""
+
+
+def _http(url: str, method: str) -> tuple[int, Any]:
+    request = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            status, body = response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, exc.read()
+    except (urllib.error.URLError, OSError):
+        return 0, None
+    try:
+        return status, json.loads(body)
+    except ValueError:
+        return status, body.decode(errors="replace")
+
+
+async def http_json(url: str, method: str = "GET") -> tuple[int, Any]:
+    return await asyncio.to_thread(_http, url, method)

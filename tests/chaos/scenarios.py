@@ -1,0 +1,106 @@
+"""Schedules of faults, and one run from deployment to verdict.
+
+`short_schedule`: every fault once, in an order where each starts from a healthy fleet (what
+`make test` runs per backend). `soak_schedule`: random faults, alone and overlapping, until a
+deadline (what `make chaos` repeats). `execute` opens a deployment, runs a schedule, shuts the
+fleet down gracefully and judges everything; the outcome carries the numbers and, if anything
+failed, the evidence.
+"""
+
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import attrs
+
+from tests.chaos import faults
+from tests.chaos.backends import new_backend
+from tests.chaos.harness import ChaosAbort, ChaosRun, Stats
+from tests.chaos.judge import Verdict, evidence, judge
+
+WORKERS = 3
+CONNECTIONS = 12
+RATE = 5.0  # messages/s per stream
+
+Schedule = Callable[[ChaosRun], Awaitable[None]]
+
+
+@attrs.define
+class Outcome:
+    backend: str
+    seed: int
+    stats: Stats
+    verdict: Verdict
+    violations: list[str]
+    report: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and not self.verdict.violations
+
+
+async def short_schedule(run: ChaosRun) -> None:
+    await run.add_workers(WORKERS)
+    await faults.pickup(run, [f"c{i:02d}" for i in range(CONNECTIONS)])
+    await faults.duplicates(run)
+    await faults.crash(run, skew_other=True)
+    await faults.store_hiccups(run)
+    await faults.freeze(run)
+    await faults.stop_race(run)
+    await faults.outage(run)
+    await faults.rolling_restart(run)
+    await faults.restart_stopped(run)
+
+
+def soak_schedule(minutes: float) -> Schedule:
+    async def schedule(run: ChaosRun) -> None:
+        deadline = time.monotonic() + minutes * 60
+        await run.add_workers(WORKERS)
+        ids = [f"c{i:02d}" for i in range(CONNECTIONS)]
+        await faults.pickup(run, ids)
+        menu: list[tuple[float, Schedule]] = [
+            (3, lambda r: faults.crash(r, skew_other=r.rng.random() < 0.5)),
+            (2, faults.freeze),
+            (2, faults.store_hiccups),
+            (1, faults.rolling_restart),
+            (1, lambda r: faults.outage(r, whole_fleet=r.rng.random() < 0.5)),
+            (1, faults.stop_race),
+            (1, faults.duplicates),
+            (1, faults.restart_stopped),
+        ]
+        weights = [w for w, _ in menu]
+        while time.monotonic() < deadline:
+            (fault,) = run.rng.choices([f for _, f in menu], weights)
+            await fault(run)
+        await faults.restart_stopped(run)
+
+    return schedule
+
+
+async def execute(backend_name: str, run_dir: Path, seed: int, schedule: Schedule) -> Outcome:
+    run = ChaosRun(new_backend(backend_name), run_dir, rate=RATE, seed=seed)
+    verdict = Verdict()
+    try:
+        await run.open()
+        emitted: dict[str, int] = {}
+        try:
+            await schedule(run)
+            emitted = await faults.finish(run)
+        except ChaosAbort:
+            pass  # the violation is recorded; judge what happened so far
+        verdict = await judge(run, emitted)
+        outcome = Outcome(backend_name, seed, run.stats, verdict, run.violations)
+        if not outcome.ok:
+            outcome.report = await evidence(run, verdict.suspects)
+        return outcome
+    finally:
+        await run.close()
+
+
+def describe(outcome: Outcome) -> str:
+    """The failure message: every violation, then the evidence."""
+    lines = [f"chaos run on {outcome.backend} (seed {outcome.seed}) broke its promises:"]
+    lines += [f"  {v}" for v in outcome.violations]
+    lines += [f"  {v}" for v in outcome.verdict.violations]
+    lines += [f"  note: {n}" for n in outcome.verdict.notes]
+    return "\n".join(lines) + "\n\n" + outcome.report

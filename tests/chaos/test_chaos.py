@@ -1,0 +1,31 @@
+"""The chaos suite's short version (part of `make test`): real worker processes on each
+backend, the upstream simulator as the judge, and every fault once — SIGKILL with a
+replacement (while another worker's clock runs a quarter lease ahead, then behind), store
+throttling, latency, timeouts and lost responses, SIGSTOP for longer than the lease, STOP
+racing a takeover, a store outage of three leases, a rolling SIGTERM restart of every worker,
+duplicate START/STOP deliveries and queue redeliveries. See tests/chaos/judge.py for the
+invariants and README.md here for how to read a failure."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.chaos import sockets
+from tests.chaos.scenarios import Outcome, describe, execute, short_schedule
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not sockets.available(), reason="attributes subscribers through /proc"),
+]
+
+SEED = int(os.environ.get("CHAOS_SEED", "7"))
+
+
+@pytest.mark.parametrize("backend", ["aws", "embedded"])
+async def test_every_fault_once_keeps_one_active_owner_per_connection_and_loses_nothing(
+    backend: str, tmp_path: Path, chaos_outcomes: list[Outcome]
+) -> None:
+    outcome = await execute(backend, tmp_path, SEED, short_schedule)
+    chaos_outcomes.append(outcome)
+    assert outcome.ok, describe(outcome)

@@ -1,0 +1,68 @@
+"""The chaos soak (`make chaos`, never part of `make test`): consecutive runs alternating the
+two backends, each a fresh deployment under random faults — alone and overlapping — for
+CHAOS_RUN_MINUTES, until CHAOS_MINUTES have passed; every run is judged in full. The numbers
+(runs, faults, checks, worst recovery per fault) are printed at the end and written as JSON to
+CHAOS_REPORT (default build/chaos-soak.json)."""
+
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.chaos import sockets
+from tests.chaos.processes import ROOT
+from tests.chaos.scenarios import Outcome, describe, execute, soak_schedule
+
+pytestmark = [
+    pytest.mark.soak,
+    pytest.mark.skipif(not sockets.available(), reason="attributes subscribers through /proc"),
+]
+
+MINUTES = float(os.environ.get("CHAOS_MINUTES", "10"))
+RUN_MINUTES = float(os.environ.get("CHAOS_RUN_MINUTES", "2.5"))
+BACKENDS = os.environ.get("CHAOS_BACKENDS", "aws,embedded").split(",")
+
+
+async def test_soak_keeps_every_promise_under_repeated_mixed_faults(
+    tmp_path: Path, chaos_outcomes: list[Outcome]
+) -> None:
+    deadline = time.monotonic() + MINUTES * 60
+    seeds = random.Random(os.environ.get("CHAOS_SEED"))
+    failures: list[str] = []
+    runs: list[Outcome] = []
+    while time.monotonic() < deadline - 30:  # a run shorter than 30 s proves little
+        backend = BACKENDS[len(runs) % len(BACKENDS)]
+        minutes = min(RUN_MINUTES, (deadline - time.monotonic()) / 60)
+        run_dir = tmp_path / f"run{len(runs):03d}-{backend}"
+        run_dir.mkdir()
+        seed = seeds.randrange(1_000_000)
+        outcome = await execute(backend, run_dir, seed, soak_schedule(minutes))
+        runs.append(outcome)
+        chaos_outcomes.append(outcome)
+        if not outcome.ok:
+            failures.append(f"{describe(outcome)}\n(logs in {run_dir})")
+    _write_report(runs)
+    assert runs, "CHAOS_MINUTES is too short for one run"
+    assert not failures, "\n\n".join(failures[:3])
+
+
+def _write_report(runs: list[Outcome]) -> None:
+    path = Path(os.environ.get("CHAOS_REPORT", ROOT / "build" / "chaos-soak.json"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = [
+        {
+            "backend": o.backend,
+            "seed": o.seed,
+            "ok": o.ok,
+            "faults": o.stats.faults,
+            "checks": o.stats.checks + o.verdict.checks,
+            "recoveries_s": o.stats.recoveries,
+            "violations": o.violations + o.verdict.violations,
+            "notes": o.verdict.notes,
+        }
+        for o in runs
+    ]
+    path.write_text(json.dumps(document, indent=1))
