@@ -52,14 +52,24 @@ async def poll_queue(
                 await ctx.queue.release([d.receipt for d in deliveries])
                 return
             done: list[str] = []
+            give_back: list[str] = []
             for delivery in deliveries:
                 if delivery.connection_id is None:
                     ctx.metrics.count(MALFORMED_HINTS)
                     log.warning("dropping malformed hint: %s", delivery.problem)
-                elif delivery.connection_id not in sessions:
+                elif delivery.connection_id in sessions:
+                    pass  # ours already: a duplicate or a redelivery
+                elif sessions.free <= 0:
+                    # Filled up while polling (reconciliation took some): another worker may
+                    # have room. Deleting it would leave the connection to reconciliation.
+                    give_back.append(delivery.receipt)
+                    continue
+                else:
                     await sessions.take(delivery.connection_id)
                     beats.store_reached = ctx.clock.monotonic()
                 done.append(delivery.receipt)
+            if give_back:
+                await ctx.queue.release(give_back)
             if done:
                 await ctx.queue.delete(done)
         except ApplicationError as exc:

@@ -278,3 +278,31 @@ async def test_shutdown_lets_the_last_long_poll_finish_and_gives_back_what_it_ca
     [hint] = await fleet.queue.receive(10, 0)
     assert hint.connection_id == "c1"
     del member
+
+
+async def test_a_hint_that_arrives_when_full_is_given_back_for_a_worker_with_room() -> None:
+    """GIVEN a worker whose capacity fills while its long poll is out
+    WHEN the poll returns a hint it cannot take
+    THEN the hint is made visible again, not deleted, and another worker takes the connection
+    at once (not at its next reconciliation)."""
+    fleet = Fleet(WorkerConfig(max_connections=1, reconcile_interval_s=60, capacity_pause_s=0.2))
+    try:
+        full = fleet.add_worker("full")
+        await fleet.start("c1")
+        await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "full", 5)
+        spare = fleet.add_worker("spare")
+        await fleet.clock.advance(1)
+        # An acquire in flight (e.g. by reconciliation) fills the spare while it polls.
+        spare.worker.sessions._acquiring.add("pretend")
+        sent_before = fleet.queue.sent
+
+        await fleet.start("c2")
+        await fleet.clock.advance(0.05)
+        spare.worker.sessions._acquiring.discard("pretend")
+        took = await fleet.clock.run_until(lambda: fleet.owner_of("c2") == "spare", 30)
+
+        assert took < 1.0
+        assert fleet.queue.sent == sent_before + 1
+        del full
+    finally:
+        await fleet.close()
