@@ -53,6 +53,8 @@ async def run_fleet(
     finally:
         for worker in run.workers:  # graceful: each releases with its final checkpoint
             worker.child.signal(signal.SIGTERM)
+        for worker in run.workers:
+            await worker.child.wait(10)  # a second SIGTERM would cut the shutdown short
         for worker in run.workers + run.retired:
             await worker.child.stop(grace_s=10)
     ended = wall_ms()
