@@ -63,10 +63,10 @@ async def duplicates(run: ChaosRun) -> None:
     # A duplicated STOP of one connection: one change, then closed within the bound.
     victim = run.rng.choice(started)
     stopped_at = now_ms()
-    await asyncio.gather(run.stop(victim), run.stop(victim))
+    changes = await asyncio.gather(run.stop(victim), run.stop(victim))
     run.stats.fault("duplicate STOP")
-    # The router may answer "accepted" to both concurrent copies (it compares a read made
-    # before the write); what must hold is that the store recorded the STOP once.
+    if sorted(changes) != [False, True]:
+        run.violation(f"duplicate STOP of {victim}: changed {changes}, wanted one True")
     history = await run.backend.router.history(victim)
     stops = [e for e in history if isinstance(e, StopRequested) and e.at_ms >= stopped_at - 1000]
     run.stats.checks += 1
@@ -106,11 +106,12 @@ async def rolling_restart(run: ChaosRun) -> None:
     """A deployment: for each worker, a new one starts, then the old one gets SIGTERM."""
     for old in list(run.serving()):
         await run.add_worker()
-        sent, code = await run.terminate(old)
+        sent = run.term(old)
         run.stats.fault("SIGTERM (rolling)")
+        await run.wait_covered("handoff (SIGTERM)", sent, HANDOFF_BOUND_S)
+        code = await run.exited(old)
         if code != 0:
             run.violation(f"{old.name} exited {code} after SIGTERM\n{old.child.tail()}")
-        await run.wait_covered("handoff (SIGTERM)", sent, HANDOFF_BOUND_S)
 
 
 async def freeze(run: ChaosRun) -> None:

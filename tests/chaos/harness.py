@@ -34,7 +34,7 @@ TRUSTED_S = (CONFIG.lease_ms - CONFIG.self_fence_margin_ms) / 1000
 # active subscriber. Crash and freeze: the lease runs out (at most lease after the last renew),
 # reconciliation wakes when it does, plus one heartbeat; the slack absorbs six processes
 # sharing two cores. Handoff and STOP carry the issue's targets plus the same slack.
-SLACK_S = 1.0
+SLACK_S = 1.5
 CRASH_BOUND_S = LEASE_S + HEARTBEAT_S + SLACK_S
 HANDOFF_BOUND_S = 1.0 + SLACK_S
 STOP_BOUND_S = CONFIG.desired_state_interval_s + 0.5 + SLACK_S
@@ -205,14 +205,23 @@ class ChaosRun:
         await handle.child.wait(10)
         return at
 
-    async def terminate(self, handle: WorkerHandle) -> tuple[int, int]:
-        """SIGTERM and wait: (time sent, exit code)."""
+    def term(self, handle: WorkerHandle) -> int:
+        """SIGTERM, without waiting (a worker hands over long before it exits: its last long
+        poll may still be running). Returns when it was sent."""
         at = self.mark("SIGTERM", handle.name)
         handle.gone = True
         handle.child.signal(signal.SIGTERM)
+        return at
+
+    async def exited(self, handle: WorkerHandle) -> int:
         code = await handle.child.wait(CONFIG.shutdown_budget_s + 10)
         self.mark("exited", f"{handle.name} with {code}")
-        return at, code
+        return code
+
+    async def terminate(self, handle: WorkerHandle) -> tuple[int, int]:
+        """SIGTERM and wait: (time sent, exit code)."""
+        at = self.term(handle)
+        return at, await self.exited(handle)
 
     def freeze(self, handle: WorkerHandle) -> int:
         handle.child.signal(signal.SIGSTOP)
@@ -304,8 +313,9 @@ class ChaosRun:
 
     def coverage_problems(self, records: dict[str, dict[str, Any]]) -> list[str]:
         """Every STARTED connection: exactly one active subscriber (one whose process is not
-        frozen); every STOPPED one: none."""
-        frozen = self.frozen_names()
+        frozen, nor told to go: a worker handing over still streams until it has released,
+        and the handoff is done only when someone else streams); every STOPPED one: none."""
+        frozen = self.frozen_names() | {w.name for w in self.workers.values() if w.gone}
         problems = []
         for cid, state in sorted(self.wanted.items()):
             live = [
