@@ -75,10 +75,17 @@ async def duplicates(run: ChaosRun) -> None:
     await run.wait_covered("stop", stopped_at, STOP_BOUND_S)
 
 
-async def crash(run: ChaosRun, *, skew_other: bool = False) -> None:
-    """SIGKILL the busiest worker, start a replacement. With `skew_other`, another worker's
-    clock runs a quarter lease ahead meanwhile (it sees the dead leases expire early)."""
-    victim = await busiest(run)
+async def crash(
+    run: ChaosRun,
+    *,
+    skew_other: bool = False,
+    victim: WorkerHandle | None = None,
+    extra_s: float = 0.0,
+) -> None:
+    """SIGKILL the busiest worker (or `victim`), start a replacement. With `skew_other`,
+    another worker's clock runs a quarter lease ahead meanwhile (it sees the dead leases
+    expire early). `extra_s` widens the bound when another fault slows the fleet down."""
+    victim = victim or await busiest(run)
     if victim is None:
         return
     skewed = None
@@ -92,7 +99,7 @@ async def crash(run: ChaosRun, *, skew_other: bool = False) -> None:
     run.stats.fault("SIGKILL")
     replacement = asyncio.create_task(run.add_worker())
     try:
-        await run.wait_covered("crash (SIGKILL)", killed, CRASH_BOUND_S)
+        await run.wait_covered("crash (SIGKILL)", killed, CRASH_BOUND_S + extra_s)
     finally:
         await replacement
     if skewed is not None:
@@ -114,17 +121,19 @@ async def rolling_restart(run: ChaosRun) -> None:
             run.violation(f"{old.name} exited {code} after SIGTERM\n{old.child.tail()}")
 
 
-async def freeze(run: ChaosRun) -> None:
-    """SIGSTOP a worker for longer than its lease, then SIGCONT. Its leases move on while it
-    is frozen; once resumed it must close its stale subscribers at once and store nothing
-    under its stale tokens."""
-    victim = await busiest(run)
+async def freeze(
+    run: ChaosRun, *, victim: WorkerHandle | None = None, extra_s: float = 0.0
+) -> None:
+    """SIGSTOP a worker (the busiest, or `victim`) for longer than its lease, then SIGCONT.
+    Its leases move on while it is frozen; once resumed it must close its stale subscribers
+    at once and store nothing under its stale tokens."""
+    victim = victim or await busiest(run)
     if victim is None:
         return
     held = await run.owned_by(victim)
     stopped = run.freeze(victim)
     run.stats.fault("SIGSTOP > lease")
-    await run.wait_covered("freeze takeover (SIGSTOP)", stopped, CRASH_BOUND_S)
+    await run.wait_covered("freeze takeover (SIGSTOP)", stopped, CRASH_BOUND_S + extra_s)
     await asyncio.sleep(max(0.0, stopped / 1000 + FREEZE_S - time.time()))
     stale = {cid: await stale_rows(run, victim, cid, token) for cid, token in held.items()}
     continued = run.thaw(victim)
@@ -289,6 +298,30 @@ async def finish(run: ChaosRun) -> dict[str, int]:
         if code != 0:
             run.violation(f"{handle.name} exited {code} at the final SIGTERM")
     return emitted
+
+
+async def overlapping(run: ChaosRun) -> None:
+    """Two faults at once: a crash or a freeze while every store call is slow (0.2 s) or
+    while another worker is cut off from the store (a partition)."""
+    victim = await busiest(run)
+    others = [w for w in run.serving() if w is not victim]
+    if victim is None or not others:
+        return
+    if run.rng.random() < 0.5:
+        background, affected, spec = "store latency 0.2s", run.serving(), {"latency_s": 0.2}
+    else:
+        background, affected, spec = "partition", [run.rng.choice(others)], {"outage": True}
+    await asyncio.gather(*(run.set_faults(w, **spec) for w in affected))
+    run.stats.fault(f"{background} (background)")
+    try:
+        # Slow calls stretch a takeover by a few of them (scan, acquire, read back).
+        if run.rng.random() < 0.5:
+            await crash(run, victim=victim, extra_s=1.0)
+        else:
+            await freeze(run, victim=victim, extra_s=1.0)
+    finally:
+        await asyncio.gather(*(run.set_faults(w) for w in affected if w.serving))
+    await run.wait_covered(f"after {background}", now_ms(), CRASH_BOUND_S)
 
 
 async def busiest(run: ChaosRun) -> WorkerHandle | None:

@@ -30,6 +30,16 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+# Asks for SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG = 1; it survives exec), checks
+# the parent did not die before that, then becomes the real command (same pid).
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+    "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
 class Child:
     def __init__(self, name: str, log_dir: Path) -> None:
         self.name = name
@@ -40,9 +50,14 @@ class Child:
         self._log_lines: list[dict[str, Any]] = []
 
     async def spawn(self, argv: list[str], env: dict[str, str]) -> None:
+        """`python <argv>`, which the kernel kills if the harness dies first (a soak
+        interrupted hard must not leave workers behind)."""
+        command = [sys.executable, *argv]
+        if sys.platform == "linux":
+            command = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *command]
         with self.stdout.open("wb") as out, self.stderr.open("wb") as err:
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, *argv, env=env, cwd=ROOT, stdout=out, stderr=err
+                *command, env=env, cwd=ROOT, stdout=out, stderr=err
             )
 
     @property

@@ -67,6 +67,7 @@ def soak_schedule(minutes: float) -> Schedule:
             (1, faults.stop_race),
             (1, faults.duplicates),
             (1, faults.restart_stopped),
+            (2, faults.overlapping),
         ]
         weights = [w for w, _ in menu]
         while time.monotonic() < deadline:
