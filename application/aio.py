@@ -1,19 +1,19 @@
 """Small asyncio helpers that keep task ownership explicit (nothing is left running)."""
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from application.ports import Clock
 
 T = TypeVar("T")
 
 
-async def first_completed(*coroutines: Coroutine[Any, Any, T]) -> T:
-    """Run the coroutines until any one returns or raises; cancel and await all the others.
-    Returns the first one's result (the earliest given, if several finish together) or
-    re-raises its exception. If the caller is cancelled, every coroutine is cancelled too."""
-    tasks = [asyncio.ensure_future(c) for c in coroutines]
+async def first_completed(*awaitables: Awaitable[T]) -> T:
+    """Run the awaitables (coroutines or futures) until any one returns or raises; cancel and
+    await all the others. Returns the first one's result (the earliest given, if several finish
+    together) or re-raises its exception. If the caller is cancelled, all are cancelled too."""
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:

@@ -1,17 +1,21 @@
-"""IngestBuffer: a bounded, batched path from the upstream to the message sink.
+"""The bounded, batched path from upstreams to the message sink.
 
-The receive loop `put`s messages; when the buffer is full it waits (back-pressure reaches the
-upstream socket) instead of dropping or growing. A flusher writes batches of `sink.max_batch`
-in order, so `checkpoint` (the highest seq durably written) is always exact and never ahead of
-the sink. Nothing is written once the lease can no longer be trusted (self-fencing): a stale
-owner never writes under its old fencing token.
+Each session `put`s into its own `IngestBuffer`; when that buffer is full the receive loop
+waits (back-pressure reaches the upstream socket) instead of dropping or growing. One
+`IngestWriter` per worker writes everybody's messages in batches of `sink.max_batch` across
+connections: with thousands of quiet connections a per-session flusher wrote one-message
+batches and woke a timer per session (bench/RESULTS.md), while one writer fills its batches.
+
+Per connection, messages are written in the order received, so each buffer's `checkpoint`
+(the highest seq durably written) is exact and never ahead of the sink. Nothing is written
+once its session's lease can no longer be trusted: such messages are dropped from the batch,
+so a stale owner never writes under an old fencing token.
 """
 
 import asyncio
 import collections
 import logging
 
-from application.aio import wait_or_timeout
 from application.errors import SinkUnavailable
 from application.ports.metrics import MESSAGES_INGESTED
 from application.ports.sink import StoredMessage
@@ -27,83 +31,117 @@ class Fenced(Exception):
 
 
 class IngestBuffer:
-    def __init__(self, ctx: WorkerContext, lease: LeaseKeeper, checkpoint_seq: int) -> None:
-        self._ctx = ctx
-        self._lease = lease
+    """One session's share of the writer: its bound, its checkpoint, what is still pending."""
+
+    def __init__(
+        self, writer: "IngestWriter", lease: LeaseKeeper, checkpoint_seq: int, capacity: int
+    ) -> None:
+        self._writer = writer
+        self.lease = lease
         self.checkpoint = checkpoint_seq  # highest seq durably stored
         self.next_seq = checkpoint_seq + 1  # the next seq the receive loop expects
-        self._pending: collections.deque[StoredMessage] = collections.deque()
-        self._space = asyncio.Semaphore(ctx.config.ingest_buffer_messages)
-        self._batch_ready = asyncio.Event()
-        self._has_pending = asyncio.Event()  # set by put: the flusher sleeps until then
-        self._backoff = Backoff(0.05, 2.0, ctx.rng)
+        self.pending = 0
+        self._space = asyncio.Semaphore(capacity)
 
     async def put(self, seq: int, data: str) -> None:
-        if not self._lease.valid():
+        """Queue one message for writing; waits while this session's buffer is full.
+        Raises Fenced once the lease is not trusted."""
+        if not self.lease.valid():
             raise Fenced
         await self._space.acquire()
-        self._pending.append(
-            StoredMessage(
-                connection_id=self._lease.connection_id,
-                seq=seq,
-                data=data,
-                received_at_ms=self._ctx.clock.now_ms(),
-                worker_id=self._ctx.worker_id,
-                token=self._lease.token,
-            )
-        )
+        if not self.lease.valid():
+            self._space.release()
+            raise Fenced
         self.next_seq = seq + 1
-        self._has_pending.set()
-        if len(self._pending) >= self._ctx.sink.max_batch:
-            self._batch_ready.set()
-
-    async def run_flusher(self) -> None:
-        """Flush a full batch at once, a partial one a flush interval after its first message.
-        An idle buffer costs no wake-ups: with thousands of sessions, a timer per session every
-        interval was most of a worker's CPU (bench/RESULTS.md). Raises Fenced."""
-        interval = self._ctx.config.ingest_flush_interval_s
-        while True:
-            await self._has_pending.wait()
-            await wait_or_timeout(self._batch_ready, self._ctx.clock, interval)
-            self._batch_ready.clear()
-            await self._flush_available()
-            if not self._pending:
-                self._has_pending.clear()
+        self.pending += 1
+        self._writer.submit(self, seq, data)
 
     async def drain(self) -> None:
-        """Write everything pending, while the lease is trusted. Raises Fenced."""
-        await self._flush_available()
+        """Write everything this session has pending. Raises Fenced if some of it could not
+        be written because the lease stopped being trusted first."""
+        await self._writer.flush()
+        if self.pending:
+            raise Fenced
 
-    async def _flush_available(self) -> None:
-        while self._pending:
-            batch = list(self._pending)[: self._ctx.sink.max_batch]
-            await self._write(batch)
-            for _ in batch:
-                self._pending.popleft()
-                self._space.release()
-            self.checkpoint = batch[-1].seq
-            self._ctx.metrics.count(MESSAGES_INGESTED, len(batch))
+    def _settled(self, seq: int | None) -> None:
+        """The writer is done with one message: stored (its seq) or dropped (None)."""
+        if seq is not None:
+            self.checkpoint = seq
+        self.pending -= 1
+        self._space.release()
 
-    async def _write(self, batch: list[StoredMessage]) -> None:
-        attempt = 0
+
+class IngestWriter:
+    """The worker's single sink writer (owned by the Worker, run as one of its loops)."""
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        self._ctx = ctx
+        self._queue: collections.deque[tuple[IngestBuffer, StoredMessage]] = collections.deque()
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()  # one batch in flight at a time keeps per-connection order
+        self._backoff = Backoff(0.05, 2.0, ctx.rng)
+
+    def buffer(self, lease: LeaseKeeper, checkpoint_seq: int) -> IngestBuffer:
+        return IngestBuffer(self, lease, checkpoint_seq, self._ctx.config.ingest_buffer_messages)
+
+    def submit(self, buffer: IngestBuffer, seq: int, data: str) -> None:
+        lease = buffer.lease
+        message = StoredMessage(
+            connection_id=lease.connection_id,
+            seq=seq,
+            data=data,
+            received_at_ms=self._ctx.clock.now_ms(),
+            worker_id=self._ctx.worker_id,
+            token=lease.token,
+        )
+        self._queue.append((buffer, message))
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Flush a full batch at once, a partial one a flush interval after its first message;
+        sleep while there is nothing to write."""
+        interval = self._ctx.config.ingest_flush_interval_s
         while True:
-            if not self._lease.valid():
-                raise Fenced
+            await self._wake.wait()
+            if len(self._queue) < self._ctx.sink.max_batch:
+                await self._ctx.clock.sleep(interval)
+            self._wake.clear()
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write everything queued so far, in order, one batch at a time."""
+        async with self._lock:
+            while self._queue:
+                batch = self._next_batch()
+                if batch:
+                    await self._write(batch)
+
+    def _next_batch(self) -> list[tuple[IngestBuffer, StoredMessage]]:
+        batch: list[tuple[IngestBuffer, StoredMessage]] = []
+        while self._queue and len(batch) < self._ctx.sink.max_batch:
+            buffer, message = self._queue.popleft()
+            if buffer.lease.valid():
+                batch.append((buffer, message))
+            else:
+                buffer._settled(None)  # fenced: never written under a stale token
+        return batch
+
+    async def _write(self, batch: list[tuple[IngestBuffer, StoredMessage]]) -> None:
+        attempt = 0
+        while batch:
             try:
-                await self._ctx.sink.write(batch)
-                return
+                await self._ctx.sink.write([message for _, message in batch])
             except SinkUnavailable as exc:
                 attempt += 1
-                log.warning(
-                    "sink write failed (attempt %d): %s",
-                    attempt,
-                    exc,
-                    extra=self._ctx.log_extra(self._lease.connection_id, self._lease.token),
-                )
-                await self._ctx.clock.sleep(
-                    min(self._backoff.delay(attempt), max(0.0, self._lease.remaining_s()))
-                )
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
+                log.warning("sink write of %d failed (attempt %d): %s", len(batch), attempt, exc)
+                await self._ctx.clock.sleep(self._backoff.delay(attempt))
+                kept = [(b, m) for b, m in batch if b.lease.valid()]
+                for buffer, _ in batch:
+                    if not buffer.lease.valid():
+                        buffer._settled(None)
+                batch = kept
+                continue
+            for buffer, message in batch:
+                buffer._settled(message.seq)
+            self._ctx.metrics.count(MESSAGES_INGESTED, len(batch))
+            return

@@ -30,10 +30,18 @@ class LeaseKeeper:
         self._trusted_s = (ctx.config.lease_ms - ctx.config.self_fence_margin_ms) / 1000
         self._deadline = acquire_started + self._trusted_s
         self.lost_to: str | None = None  # set when another owner provably holds the lease
+        self._fenced = False
         self._backoff = Backoff(0.05 * ctx.config.heartbeat_interval_s, 1.0, ctx.rng)
 
     def valid(self) -> bool:
-        return self.lost_to is None and self._ctx.clock.monotonic() < self._deadline
+        """Trusted now. Once not, never again: a late renew success must not revive a lease
+        whose messages were already dropped (that would leave a gap behind the checkpoint)."""
+        if self._fenced:
+            return False
+        if self.lost_to is not None or self._ctx.clock.monotonic() >= self._deadline:
+            self._fenced = True
+            return False
+        return True
 
     def remaining_s(self) -> float:
         return self._deadline - self._ctx.clock.monotonic()

@@ -1,10 +1,10 @@
 """ConnectionSession: everything one worker does for one connection it owns.
 
-Four loops run side by side — heartbeat, the self-fence watchdog, the upstream stream and the
-batch flusher — plus a stop signal (STOP seen, or shutdown). The first one to finish ends them
-all (the article's asyncio.gather kept streaming after a lost lease or a STOP); then `finish`
-always runs: it drains what was received, while the lease is still trusted, and hands the
-connection back in the way the ending calls for.
+Two loops run side by side — the lease keeper (heartbeats and the self-fence) and the upstream
+stream — plus a stop signal (STOP seen, or shutdown). The first to finish ends them all (the
+article's asyncio.gather kept streaming after a lost lease or a STOP); then `finish` always
+runs: it drains what was received, while the lease is still trusted, and hands the connection
+back in the way the ending calls for. Messages go to the worker's shared IngestWriter.
 """
 
 import asyncio
@@ -14,6 +14,7 @@ import logging
 
 from application.aio import first_completed
 from application.errors import StoreUnavailable, UpstreamRejected, UpstreamUnavailable
+from application.ports import Clock
 from application.ports.metrics import (
     MESSAGES_SKIPPED,
     SELF_FENCES,
@@ -22,7 +23,7 @@ from application.ports.metrics import (
 )
 from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
-from application.worker.ingest import Fenced, IngestBuffer
+from application.worker.ingest import Fenced, IngestWriter
 from application.worker.lease_keeper import LeaseKeeper
 from domain import Connection, DomainError, LeaseLost
 
@@ -39,16 +40,22 @@ class SessionEnd(enum.Enum):
 
 
 class ConnectionSession:
-    def __init__(self, ctx: WorkerContext, acquired: Connection, acquire_started: float) -> None:
+    def __init__(
+        self,
+        ctx: WorkerContext,
+        acquired: Connection,
+        acquire_started: float,
+        writer: IngestWriter,
+    ) -> None:
         self._ctx = ctx
         self.connection_id = acquired.connection_id
         self.ws_url = acquired.ws_url
         self.failures = acquired.failures
         self._acquired_checkpoint = acquired.checkpoint_seq
         self.lease = LeaseKeeper(ctx, acquired, acquire_started)
-        self.ingest = IngestBuffer(ctx, self.lease, acquired.checkpoint_seq)
-        self._stop = asyncio.Event()
-        self._stop_reason = SessionEnd.SHUTDOWN
+        self.ingest = writer.buffer(self.lease, acquired.checkpoint_seq)
+        # A future, not a task waiting on an event: one object fewer per connection.
+        self._stop: asyncio.Future[SessionEnd] = asyncio.get_running_loop().create_future()
         self._reconnect = Backoff(ctx.config.reconnect_base_s, ctx.config.reconnect_max_s, ctx.rng)
         self.end: SessionEnd | None = None
         self.upstream_open = False  # true while an upstream stream is open (for status/tests)
@@ -58,19 +65,12 @@ class ConnectionSession:
         return self.lease.token
 
     def request_stop(self, reason: SessionEnd) -> None:
-        if not self._stop.is_set():
-            self._stop_reason = reason
-            self._stop.set()
+        if not self._stop.done():
+            self._stop.set_result(reason)
 
     async def run(self) -> SessionEnd:
         try:
-            end = await first_completed(
-                self._heartbeat(),
-                self._fence_watch(),
-                self._stream(),
-                self._flush(),
-                self._wait_stop(),
-            )
+            end = await first_completed(self._keep_lease(), self._stream(), self._stop)
         except Exception:
             log.exception("session failed", extra=self._extra())
             end = SessionEnd.ERROR
@@ -78,27 +78,29 @@ class ConnectionSession:
         await self._finish(end)
         return end
 
-    async def _wait_stop(self) -> SessionEnd:
-        await self._stop.wait()
-        return self._stop_reason
-
-    async def _heartbeat(self) -> SessionEnd:
+    async def _keep_lease(self) -> SessionEnd:
+        """Heartbeats, and the self-fence: the session ends the moment the lease stops being
+        trusted, even while a renew is stuck on an unreachable store."""
+        clock, interval = self._ctx.clock, self._ctx.config.heartbeat_interval_s
+        next_beat = clock.monotonic() + interval
         while True:
-            await self._ctx.clock.sleep(self._ctx.config.heartbeat_interval_s)
-            if not await self.lease.renew(self.ingest.checkpoint):
-                return SessionEnd.LEASE_LOST
-
-    async def _fence_watch(self) -> SessionEnd:
-        while self.lease.valid():
-            await self._ctx.clock.sleep(max(0.001, self.lease.remaining_s()))
+            await clock.sleep(
+                max(0.001, min(next_beat - clock.monotonic(), self.lease.remaining_s()))
+            )
+            if not self.lease.valid():
+                break
+            if clock.monotonic() < next_beat:
+                continue
+            renewed = await first_completed(
+                self.lease.renew(self.ingest.checkpoint),
+                _false_after(clock, self.lease.remaining_s()),
+            )
+            if not renewed:
+                break
+            next_beat = clock.monotonic() + interval
         if self.lease.lost_to is None:
             self._ctx.metrics.count(SELF_FENCES)
             log.warning("lease no longer trusted: self-fencing", extra=self._extra())
-        return SessionEnd.LEASE_LOST
-
-    async def _flush(self) -> SessionEnd:
-        with contextlib.suppress(Fenced):
-            await self.ingest.run_flusher()
         return SessionEnd.LEASE_LOST
 
     async def _stream(self) -> SessionEnd:
@@ -187,3 +189,8 @@ class ConnectionSession:
 
     def _extra(self) -> dict[str, object]:
         return self._ctx.log_extra(self.connection_id, self.lease.token)
+
+
+async def _false_after(clock: Clock, seconds: float) -> bool:
+    await clock.sleep(max(0.0, seconds))
+    return False

@@ -8,6 +8,7 @@ from application.aio import first_completed
 from application.errors import StoreUnavailable
 from application.ports.metrics import ACQUISITION_CONFLICTS, LEASE_ACQUISITIONS, TAKEOVERS
 from application.worker.context import WorkerContext
+from application.worker.ingest import IngestWriter
 from application.worker.session import ConnectionSession, SessionEnd
 from domain import Connection, DesiredState
 
@@ -15,8 +16,9 @@ log = logging.getLogger(__name__)
 
 
 class Sessions:
-    def __init__(self, ctx: WorkerContext) -> None:
+    def __init__(self, ctx: WorkerContext, writer: IngestWriter) -> None:
         self._ctx = ctx
+        self._writer = writer
         self._running: dict[str, tuple[ConnectionSession, asyncio.Task[SessionEnd]]] = {}
         self._acquiring: set[str] = set()
         self.handed_over: list[str] = []  # released during shutdown: hint the fleet
@@ -64,7 +66,7 @@ class Sessions:
             acquired.resume_from_seq,
             extra=ctx.log_extra(connection_id, acquired.token),
         )
-        session = ConnectionSession(ctx, acquired, started)
+        session = ConnectionSession(ctx, acquired, started, self._writer)
         task = asyncio.create_task(session.run(), name=f"session:{connection_id}")
         self._running[connection_id] = (session, task)
         task.add_done_callback(lambda _: self._done(connection_id, session))

@@ -23,6 +23,7 @@ from application.ports import (
 )
 from application.url_policy import UrlPolicy
 from application.worker.context import WorkerContext
+from application.worker.ingest import IngestWriter
 from application.worker.loops import (
     Heartbeats,
     poll_queue,
@@ -81,7 +82,8 @@ class Worker:
             url_policy=url_policy,
             rng=rng or random.Random(),
         )
-        self.sessions = Sessions(self.ctx)
+        self.ingest = IngestWriter(self.ctx)
+        self.sessions = Sessions(self.ctx, self.ingest)
         self._beats = Heartbeats()
         self._loops: dict[str, asyncio.Task[None]] = {}
         self._shutdown = asyncio.Event()
@@ -98,6 +100,9 @@ class Worker:
     async def run(self) -> None:
         ctx = self.ctx
         log.info("worker starting", extra={"worker_id": ctx.worker_id})
+        self._loops["ingest"] = asyncio.create_task(
+            self.ingest.run(), name=f"ingest:{ctx.worker_id}"
+        )
         for name, loop in (
             ("poll", functools.partial(poll_queue, draining=self._draining)),
             ("reconcile", reconcile),
@@ -124,7 +129,7 @@ class Worker:
         )
         budget = ctx.config.shutdown_budget_s
         self._draining.set()  # take nothing new; the poll loop ends with its current receive
-        await self._cancel_loops(keep=("poll",))
+        await self._cancel_loops(keep=("poll", "ingest"))  # sessions still drain through ingest
         # Most of the budget for draining and releasing; the rest for hints and metrics.
         await self.sessions.stop_all(SessionEnd.SHUTDOWN, budget * 0.8)
         handed = list(self.sessions.handed_over)
