@@ -76,7 +76,7 @@ class Fleet:
         return await until(settled, "each connection has one live owner and one subscriber")
 
 
-async def until(probe: Callable[[], Awaitable[T]], what: str) -> T:
+async def until(probe: Callable[[], Awaitable[T | None]], what: str) -> T:
     """The first truthy answer of `probe`, polled every 0.1 s."""
     try:
         async with asyncio.timeout(TIMEOUT_S):

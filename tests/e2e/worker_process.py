@@ -76,7 +76,8 @@ class WorkerProcess:
                 raise AssertionError(f"{self.name} exited early:\n{self.output()}")
             status, body = await self.get("/healthz")
             if status == 200:
-                return body
+                health: dict[str, Any] = body
+                return health
             await asyncio.sleep(0.1)
         raise AssertionError(f"{self.name} never became healthy:\n{self.output()}")
 

@@ -2,7 +2,7 @@
 re-sent with back-off or surfaced as SinkUnavailable, error translation, and retention TTLs."""
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -35,7 +35,7 @@ def batch(n: int, cid: str = "c1") -> list[StoredMessage]:
 
 async def test_unprocessed_items_are_sent_again_until_all_are_stored(client: Any) -> None:
     faulty = FaultyClient(client)
-    sink = DynamoDbMessageSink(faulty, TABLES.messages, retry_base_s=0.001)
+    sink = DynamoDbMessageSink(cast(Any, faulty), TABLES.messages, retry_base_s=0.001)
     faulty.plan("batch_write_item", half_batch_write, times=3)
 
     await sink.write(batch(25))
@@ -46,7 +46,9 @@ async def test_unprocessed_items_are_sent_again_until_all_are_stored(client: Any
 
 async def test_items_left_unprocessed_too_long_raise_sink_unavailable(client: Any) -> None:
     faulty = FaultyClient(client)
-    sink = DynamoDbMessageSink(faulty, TABLES.messages, max_attempts=3, retry_base_s=0.001)
+    sink = DynamoDbMessageSink(
+        cast(Any, faulty), TABLES.messages, max_attempts=3, retry_base_s=0.001
+    )
     faulty.plan("batch_write_item", half_batch_write, times=10)
 
     with pytest.raises(SinkUnavailable, match="unprocessed"):
@@ -58,7 +60,7 @@ async def test_items_left_unprocessed_too_long_raise_sink_unavailable(client: An
 
 async def test_throttling_becomes_sink_unavailable(client: Any) -> None:
     faulty = FaultyClient(client)
-    sink = DynamoDbMessageSink(faulty, TABLES.messages)
+    sink = DynamoDbMessageSink(cast(Any, faulty), TABLES.messages)
     faulty.plan("batch_write_item", raising(client_error("ThrottlingException")))
 
     with pytest.raises(SinkUnavailable, match="ThrottlingException"):

@@ -64,7 +64,7 @@ class RouterUnderTest:
     def hints(self) -> list[str]:
         """Every hint in the queue (received and deleted)."""
         sqs, url = self._client("sqs"), self.env["WSFLEET_QUEUE_URL"]
-        found = []
+        found: list[str] = []
         while True:
             messages = sqs.receive_message(
                 QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0

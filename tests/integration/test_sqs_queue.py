@@ -6,7 +6,7 @@ real client."""
 import json
 import socket
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import aioboto3
 import pytest
@@ -58,7 +58,7 @@ class FailingEntries:
         if failing:
             self._times -= 1
         passing = [e for e in kwargs["Entries"] if e not in failing]
-        response = {"Successful": [], "Failed": []}
+        response: dict[str, Any] = {"Successful": [], "Failed": []}
         if passing:
             response = await call(**{**kwargs, "Entries": passing})
         failed = [
@@ -71,7 +71,7 @@ class FailingEntries:
 class Throttled:
     def __getattr__(self, name: str) -> Any:
         async def refuse(**kwargs: Any) -> Any:
-            error = {"Error": {"Code": "RequestThrottled", "Message": "slow down"}}
+            error: Any = {"Error": {"Code": "RequestThrottled", "Message": "slow down"}}
             raise ClientError(error, name)
 
         return refuse
@@ -92,7 +92,7 @@ async def drain(queue: SqsNotificationQueue, expected: int) -> list[str | None]:
 
 async def test_entries_the_server_failed_are_resent_until_taken(sqs: Any, queue_url: str) -> None:
     flaky = FailingEntries(sqs, fails=names("c-03"), times=2)
-    queue = SqsNotificationQueue(flaky, queue_url, retry_delay_s=0.001)
+    queue = SqsNotificationQueue(cast(Any, flaky), queue_url, retry_delay_s=0.001)
     sent = [f"c-{i:02d}" for i in range(15)]
 
     await queue.send(sent)
@@ -104,7 +104,7 @@ async def test_entries_still_failing_after_the_last_attempt_are_named(
     sqs: Any, queue_url: str
 ) -> None:
     flaky = FailingEntries(sqs, fails=names("c-03"), times=100)
-    queue = SqsNotificationQueue(flaky, queue_url, batch_attempts=3, retry_delay_s=0.001)
+    queue = SqsNotificationQueue(cast(Any, flaky), queue_url, batch_attempts=3, retry_delay_s=0.001)
     sent = [f"c-{i:02d}" for i in range(15)]
 
     with pytest.raises(QueueUnavailable, match=r"1 of 15 hints: c-03 \(InternalError"):
@@ -118,7 +118,7 @@ async def test_entries_refused_as_the_senders_fault_are_not_resent(
     sqs: Any, queue_url: str
 ) -> None:
     flaky = FailingEntries(sqs, fails=names("c-01"), times=100, sender_fault=True)
-    queue = SqsNotificationQueue(flaky, queue_url, retry_delay_s=0.001)
+    queue = SqsNotificationQueue(cast(Any, flaky), queue_url, retry_delay_s=0.001)
 
     with pytest.raises(QueueUnavailable, match="c-01"):
         await queue.send(["c-01", "c-02"])
@@ -133,14 +133,14 @@ async def test_deletes_the_server_keeps_failing_raise_queue_unavailable(
     await queue.send(["c-01"])
     [delivery] = await queue.receive(max_messages=10, wait_s=1)
     flaky = FailingEntries(sqs, fails=lambda entry: True, times=100)
-    failing = SqsNotificationQueue(flaky, queue_url, retry_delay_s=0.001)
+    failing = SqsNotificationQueue(cast(Any, flaky), queue_url, retry_delay_s=0.001)
 
     with pytest.raises(QueueUnavailable, match="did not delete 1 messages"):
         await failing.delete([delivery.receipt])
 
 
 async def test_throttling_becomes_queue_unavailable(queue_url: str) -> None:
-    queue = SqsNotificationQueue(Throttled(), queue_url)
+    queue = SqsNotificationQueue(cast(Any, Throttled()), queue_url)
 
     for operation in (
         queue.receive(max_messages=1, wait_s=0),
@@ -207,4 +207,4 @@ async def test_created_queue_sends_repeatedly_failed_hints_to_a_dead_letter_queu
 
 def test_an_invalid_visibility_timeout_is_refused_at_construction() -> None:
     with pytest.raises(ConfigurationError, match="visibility_timeout_s"):
-        SqsNotificationQueue(object(), "url", visibility_timeout_s=-1)
+        SqsNotificationQueue(cast(Any, object()), "url", visibility_timeout_s=-1)

@@ -55,8 +55,10 @@ def moto_server() -> Iterator[MotoEndpoint]:
     # moto answers with its own "server: amazon.com" beside werkzeug's Server header; aiohttp
     # parses strictly in asyncio debug mode and rejects the duplicate, failing every aiobotocore
     # call. Keep werkzeug's only.
-    server._server.app = _without_duplicate_server_header(server._server.app)
-    server._server.app = _OneDynamoDbRequestAtATime(server._server.app)
+    wsgi = server._server
+    assert wsgi is not None  # start() created it
+    wsgi.app = _without_duplicate_server_header(wsgi.app)
+    wsgi.app = _OneDynamoDbRequestAtATime(wsgi.app)
     host, port = server.get_host_and_port()
     try:
         yield MotoEndpoint(url=f"http://{host}:{port}")

@@ -38,6 +38,9 @@ class UnavailableQueue:
     async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:
         raise QueueUnavailable("queue endpoint timed out")
 
+    async def release(self, receipts: Sequence[str]) -> None:
+        raise QueueUnavailable("queue endpoint timed out")
+
     async def delete(self, receipts: Sequence[str]) -> None:
         raise QueueUnavailable("queue endpoint timed out")
 
