@@ -8,7 +8,7 @@ failed, the evidence.
 """
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -52,23 +52,27 @@ async def short_schedule(run: ChaosRun) -> None:
     await faults.restart_stopped(run)
 
 
-def soak_schedule(minutes: float) -> Schedule:
+# The soak's menu: name -> (weight, fault). CHAOS_FAULTS=freeze,crash narrows it.
+SOAK_MENU: dict[str, tuple[float, Schedule]] = {
+    "crash": (3, lambda r: faults.crash(r, skew_other=r.rng.random() < 0.5)),
+    "freeze": (2, faults.freeze),
+    "hiccups": (2, faults.store_hiccups),
+    "deployment": (1, faults.rolling_restart),
+    "outage": (1, lambda r: faults.outage(r, whole_fleet=r.rng.random() < 0.5)),
+    "stop-race": (1, faults.stop_race),
+    "duplicates": (1, faults.duplicates),
+    "restart": (1, faults.restart_stopped),
+    "overlapping": (2, faults.overlapping),
+}
+
+
+def soak_schedule(minutes: float, names: Sequence[str] = ()) -> Schedule:
+    menu = [SOAK_MENU[name] for name in names] if names else list(SOAK_MENU.values())
+
     async def schedule(run: ChaosRun) -> None:
         deadline = time.monotonic() + minutes * 60
         await run.add_workers(WORKERS)
-        ids = [f"c{i:02d}" for i in range(CONNECTIONS)]
-        await faults.pickup(run, ids)
-        menu: list[tuple[float, Schedule]] = [
-            (3, lambda r: faults.crash(r, skew_other=r.rng.random() < 0.5)),
-            (2, faults.freeze),
-            (2, faults.store_hiccups),
-            (1, faults.rolling_restart),
-            (1, lambda r: faults.outage(r, whole_fleet=r.rng.random() < 0.5)),
-            (1, faults.stop_race),
-            (1, faults.duplicates),
-            (1, faults.restart_stopped),
-            (2, faults.overlapping),
-        ]
+        await faults.pickup(run, [f"c{i:02d}" for i in range(CONNECTIONS)])
         weights = [w for w, _ in menu]
         while time.monotonic() < deadline:
             (fault,) = run.rng.choices([f for _, f in menu], weights)

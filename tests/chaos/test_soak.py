@@ -14,7 +14,7 @@ import pytest
 
 from tests.chaos import sockets
 from tests.chaos.processes import ROOT
-from tests.chaos.scenarios import Outcome, describe, execute, soak_schedule
+from tests.chaos.scenarios import SOAK_MENU, Outcome, describe, execute, soak_schedule
 
 pytestmark = [
     pytest.mark.soak,
@@ -24,11 +24,14 @@ pytestmark = [
 MINUTES = float(os.environ.get("CHAOS_MINUTES", "10"))
 RUN_MINUTES = float(os.environ.get("CHAOS_RUN_MINUTES", "2.5"))
 BACKENDS = os.environ.get("CHAOS_BACKENDS", "aws,embedded").split(",")
+FAULTS = [name for name in os.environ.get("CHAOS_FAULTS", "").split(",") if name]
 
 
 async def test_soak_keeps_every_promise_under_repeated_mixed_faults(
     tmp_path: Path, chaos_outcomes: list[Outcome]
 ) -> None:
+    unknown = set(FAULTS) - set(SOAK_MENU)
+    assert not unknown, f"CHAOS_FAULTS: unknown {sorted(unknown)}; choose from {sorted(SOAK_MENU)}"
     deadline = time.monotonic() + MINUTES * 60
     seeds = random.Random(os.environ.get("CHAOS_SEED"))
     failures: list[str] = []
@@ -39,7 +42,7 @@ async def test_soak_keeps_every_promise_under_repeated_mixed_faults(
         run_dir = tmp_path / f"run{len(runs):03d}-{backend}"
         run_dir.mkdir()
         seed = seeds.randrange(1_000_000)
-        outcome = await execute(backend, run_dir, seed, soak_schedule(minutes))
+        outcome = await execute(backend, run_dir, seed, soak_schedule(minutes, FAULTS))
         runs.append(outcome)
         chaos_outcomes.append(outcome)
         if not outcome.ok:
