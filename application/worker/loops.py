@@ -81,7 +81,12 @@ async def poll_queue(
 async def reconcile(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -> None:
     """Find every orphan (all pages) and take what capacity allows. Wake when the next lease
     can expire, so a crashed worker's connections move about one lease after its last renew,
-    not a whole reconcile interval later; jitter spreads the fleet."""
+    not a whole reconcile interval later; jitter spreads the fleet.
+
+    Never sleep longer than one lease, though: a lease granted after this scan (a connection
+    started meanwhile, taken by another worker through its hint) expires at least one lease
+    from now, so looking again within a lease still wakes in time for it (found by
+    tests/chaos: an idle worker slept the whole interval past such a lease)."""
     cfg = ctx.config
     rng: random.Random = ctx.rng
     delay = rng.random() * cfg.reconcile_jitter_s
@@ -93,7 +98,7 @@ async def reconcile(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -
             await _take_orphans(ctx, sessions, now)
             next_at = await ctx.store.next_available_at(ctx.clock.now_ms())
             beats.store_reached = ctx.clock.monotonic()
-            delay = cfg.reconcile_interval_s
+            delay = min(cfg.reconcile_interval_s, cfg.lease_ms / 1000)
             if next_at is not None:
                 delay = min(delay, (next_at - ctx.clock.now_ms() + 1) / 1000)
             delay = max(delay, 0.01) + rng.random() * cfg.reconcile_jitter_s
