@@ -9,7 +9,9 @@ The file says which faults are wanted NOW; a key left out means "no such fault":
      "lose_responses": {"renew": 2}}
 
 `fail` (calls refused unapplied) and `lose_responses` (calls applied whose response is lost)
-are one-shot plans, applied once when `revision` grows. A missing file means no faults. The
+are one-shot plans, set when `revision` grows: they replace whatever an earlier revision
+planned and was not used yet (a plan for a call a worker rarely makes must not linger into
+the next fault). A missing file means no faults. The
 file is polled every `interval_s` and read in a thread (the loop never waits on the disk); a
 writer should replace it atomically (write, then rename). Each applied revision is logged once
 ("chaos faults applied", with `chaos_revision`), which is how a harness knows it took effect.
@@ -204,6 +206,7 @@ class ChaosControl:
         store.timeout_rate = spec.timeout_rate
         self._clock.skew_ms = spec.skew_ms
         if spec.revision > previous.revision:
+            store.clear_plans()
             for op, count in spec.fail.items():
                 store.fail_next(op, count)
             for op, count in spec.lose_responses.items():

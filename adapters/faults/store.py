@@ -44,6 +44,10 @@ class FaultInjectingStore:
     def fail_next(self, op: str, n: int = 1, *, applied: bool = False) -> None:
         self._planned.setdefault(op, []).extend([applied] * n)
 
+    def clear_plans(self) -> None:
+        """Forget every planned failure not yet used."""
+        self._planned.clear()
+
     async def _call(self, op: str, fn: Any, *args: Any) -> Any:
         if self.latency_s:
             await self._clock.sleep(self.latency_s)

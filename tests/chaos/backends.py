@@ -15,8 +15,10 @@ from typing import Any, Protocol
 import attrs
 from aiobotocore.session import get_session
 
+from adapters.dynamodb.message_sink import MAX_BATCH as DYNAMODB_MAX_BATCH
 from adapters.dynamodb.schema import TableNames
 from adapters.dynamodb.tables import create_tables
+from adapters.sqlite.message_sink import DEFAULT_MAX_BATCH as SQLITE_MAX_BATCH
 from adapters.sqlite.message_sink import SqliteMessageSink
 from adapters.sqs import create_queue
 from application.config import WorkerConfig
@@ -54,6 +56,7 @@ def timing_env(config: WorkerConfig = CONFIG) -> dict[str, str]:
 
 class Backend(Protocol):
     name: str
+    sink_max_batch: int  # the most messages one sink write carries
     router: EventRouter
     queue: NotificationQueue
 
@@ -76,6 +79,7 @@ class Backend(Protocol):
 
 class _Common:
     name = ""
+    sink_max_batch = 0
     router: EventRouter
     queue: NotificationQueue
 
@@ -102,6 +106,7 @@ class _Common:
 
 class AwsBackend(_Common):
     name = "aws"
+    sink_max_batch = DYNAMODB_MAX_BATCH
 
     def __init__(self) -> None:
         super().__init__()
@@ -155,6 +160,7 @@ class AwsBackend(_Common):
 
 class EmbeddedBackend(_Common):
     name = "embedded"
+    sink_max_batch = SQLITE_MAX_BATCH
 
     def __init__(self) -> None:
         super().__init__()

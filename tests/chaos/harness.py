@@ -111,6 +111,7 @@ class ChaosRun:
         self.timeline: list[Mark] = []
         self.freezes: list[Freeze] = []
         self.violations: list[str] = []
+        self.notes: list[str] = []  # worth a reader's attention, not a broken promise
         self.stats = Stats()
         self.sim_port = 0
         self._sim: Child | None = None

@@ -100,14 +100,16 @@ def _one_active_owner(
 
 
 def _frozen_then(run: ChaosRun, conn: dict[str, Any], at_ms: int) -> bool:
-    """`conn` belonged to a process frozen at `at_ms`, and closed at once after SIGCONT."""
+    """`conn` belonged to a process frozen at `at_ms` (or closing it at once after SIGCONT:
+    it fences itself before doing anything else), and it closed within THAW_CLOSE_BOUND_S."""
     owner = run.owner_of(conn)
+    bound = int(THAW_CLOSE_BOUND_S * 1000)
     freeze: Freeze
     for freeze in run.freezes:
-        if freeze.worker != owner or not freeze.stopped_ms <= at_ms <= freeze.continued_ms:
+        if freeze.worker != owner or not freeze.stopped_ms <= at_ms <= freeze.continued_ms + bound:
             continue
         end = conn["disconnected_at_ms"]
-        return end is not None and end <= freeze.continued_ms + int(THAW_CLOSE_BOUND_S * 1000)
+        return end is not None and end <= freeze.continued_ms + bound
     return False
 
 

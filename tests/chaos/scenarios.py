@@ -94,6 +94,7 @@ async def execute(backend_name: str, run_dir: Path, seed: int, schedule: Schedul
         except ChaosAbort:
             pass  # the violation is recorded; judge what happened so far
         verdict = await judge(run, emitted)
+        verdict.notes[:0] = run.notes
         outcome = Outcome(backend_name, seed, run.stats, verdict, run.violations)
         if not outcome.ok:
             outcome.report = await evidence(run, verdict.suspects)

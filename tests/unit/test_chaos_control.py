@@ -97,3 +97,16 @@ async def test_an_invalid_file_is_ignored_and_the_last_faults_stay(
 def test_spec_errors_say_what_is_wrong(doc: str, message: str) -> None:
     with pytest.raises(InvalidChaosSpec, match=message):
         ChaosSpec.parse(doc.encode())
+
+
+async def test_a_new_revision_replaces_the_plans_an_earlier_one_left_unused(
+    parts: tuple[Path, FaultInjectingStore, SkewedClock, ChaosControl],
+) -> None:
+    path, store, _, control = parts
+    write(path, {"revision": 1, "fail": {"start": 1}})
+    await control.poll()
+    write(path, {"revision": 2})
+    await control.poll()
+
+    await store.start("c1", "ws://upstream.test/c1", 1_000)  # the old plan is gone
+    assert store.injected == 0
