@@ -82,7 +82,9 @@ class ConnectionSession:
         """Heartbeats, and the self-fence: the session ends the moment the lease stops being
         trusted, even while a renew is stuck on an unreachable store."""
         clock, interval = self._ctx.clock, self._ctx.config.heartbeat_interval_s
-        next_beat = clock.monotonic() + interval
+        # The first beat is jittered: sessions started together (a deploy, a takeover of a
+        # dead worker's share) would otherwise renew in one burst every interval.
+        next_beat = clock.monotonic() + interval * self._ctx.rng.uniform(0.5, 1.0)
         while True:
             await clock.sleep(
                 max(0.001, min(next_beat - clock.monotonic(), self.lease.remaining_s()))
