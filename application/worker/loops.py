@@ -96,7 +96,9 @@ async def reconcile(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -
         try:
             now = ctx.clock.now_ms()
             await _take_orphans(ctx, sessions, now)
-            next_at = await ctx.store.next_available_at(ctx.clock.now_ms())
+            # From the scan's own `now`: a lease that expired while the orphans were being
+            # taken was not in the scan, and asking from a later instant would skip it too.
+            next_at = await ctx.store.next_available_at(now)
             beats.store_reached = ctx.clock.monotonic()
             delay = min(cfg.reconcile_interval_s, cfg.lease_ms / 1000)
             if next_at is not None:

@@ -23,3 +23,32 @@ async def test_a_connection_started_after_an_idle_scan_moves_one_lease_after_its
     config = fleet.config
     assert took <= config.lease_ms / 1000 + config.heartbeat_interval_s + 1, took
     assert took < config.reconcile_interval_s / 2
+
+
+async def test_a_lease_expiring_while_a_scan_takes_orphans_is_not_slept_past(
+    fleet: Fleet,
+) -> None:
+    """GIVEN a dead worker's two leases expiring about half a second apart and a survivor
+    whose store calls are slow, WHEN the survivor's scan takes the first, THEN it takes the
+    second as soon as that one expires too (found by tests/chaos: the second lease expired
+    between the scan and the query for the next expiry, which then looked only past it, so it
+    waited about a lease more)."""
+    fleet.add_worker("a")
+    await fleet.start("c1")
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    await fleet.clock.advance(0.5)
+    await fleet.start("c2")
+    await fleet.clock.run_until(lambda: fleet.owner_of("c2") == "a", 5)
+    b = fleet.add_worker("b")
+    b.store.latency_s = 1.0  # every store call of b takes a second
+    await fleet.clock.advance(12)
+
+    await fleet.crash("a")
+    leases = [await fleet.store.get(cid) for cid in ("c1", "c2")]
+    last_expiry_ms = max(c.expires_at_ms for c in leases if c is not None)
+    await fleet.clock.run_until(
+        lambda: fleet.owner_of("c1") == "b" and fleet.owner_of("c2") == "b", 120
+    )
+
+    late_s = (fleet.clock.now_ms() - last_expiry_ms) / 1000
+    assert late_s < 5, f"the second lease was taken {late_s:.1f}s after it expired"
