@@ -7,6 +7,7 @@ CLI use for START/STOP, the store's history, the stored messages, the hint queue
 - embedded: SQLite files in a data directory; workers are `python -m entrypoints.cli worker`.
 """
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from application.ports import NotificationQueue
 from application.ports.sink import StoredMessage
 from application.router import EventRouter
 from entrypoints.containers import AwsContainer, provide, shutdown
-from entrypoints.embedded import EmbeddedContainer
+from entrypoints.embedded import MESSAGES_FILE, STATE_FILE, EmbeddedContainer
 from entrypoints.settings import load_settings
 from tests.chaos.processes import Child, child_env
 from tests.support.dynamodb import read_messages
@@ -43,6 +44,7 @@ HINT_VISIBILITY_S = 3  # a hint a dead worker received comes back after 3 s, not
 # reconciliation queries every shard).
 FLUSH_INTERVAL_S = 0.25
 ORPHAN_SHARDS = 2
+_WAL_WRITE_LOCK = 120  # SQLite: the byte of the -shm file a writer locks (WALINDEX_LOCK_OFFSET)
 
 
 def timing_env(config: WorkerConfig = CONFIG) -> dict[str, str]:
@@ -74,6 +76,10 @@ class Backend(Protocol):
         """Rewritten seqs per connection, where the sink counts them (else None)."""
         ...
 
+    def write_locks_held(self, pid: int) -> list[str]:
+        """Which of the backend's databases `pid` holds the write lock of ("store", "sink")."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -93,6 +99,9 @@ class _Common:
             "WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true",
             "WSFLEET_HINT_VISIBILITY_TIMEOUT_S": str(HINT_VISIBILITY_S),
         }
+
+    def write_locks_held(self, pid: int) -> list[str]:
+        return []  # DynamoDB: nothing a client process can hold
 
     async def _open_container(self, container: Any) -> None:
         self._container = container
@@ -165,9 +174,10 @@ class EmbeddedBackend(_Common):
     def __init__(self) -> None:
         super().__init__()
         self._sink: SqliteMessageSink | None = None
+        self._data_dir: Path | None = None
 
     async def open(self, run_dir: Path) -> None:
-        data_dir = run_dir / "data"
+        data_dir = self._data_dir = run_dir / "data"
         data_dir.mkdir()
         self._env = {"WSFLEET_BACKEND": "embedded", "WSFLEET_DATA_DIR": str(data_dir)}
         container = EmbeddedContainer(settings=load_settings(self.environment()))
@@ -180,6 +190,25 @@ class EmbeddedBackend(_Common):
     async def messages(self, connection_id: str) -> list[StoredMessage]:
         assert self._sink is not None
         return await self._sink.read(connection_id)
+
+    def write_locks_held(self, pid: int) -> list[str]:
+        """SQLite in WAL mode takes its write lock as a POSIX lock on byte 120 of the -shm
+        file, which /proc/locks lists with the holder's pid."""
+        assert self._data_dir is not None
+        files = {"store": STATE_FILE, "sink": MESSAGES_FILE}
+        inodes = {}
+        for name, file in files.items():
+            with contextlib.suppress(FileNotFoundError):
+                inodes[str(os.stat(self._data_dir / f"{file}-shm").st_ino)] = name
+        held = []
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            # "1: POSIX ADVISORY WRITE <pid> <maj>:<min>:<inode> <start> <end>"
+            if len(fields) >= 8 and fields[3] == "WRITE" and fields[4] == str(pid):
+                inode = fields[5].rsplit(":", 1)[1]
+                if inode in inodes and int(fields[6]) <= _WAL_WRITE_LOCK <= int(fields[7]):
+                    held.append(inodes[inode])
+        return sorted(held)
 
     async def rewrites(self) -> dict[str, int] | None:
         assert self._sink is not None
