@@ -13,7 +13,12 @@ import enum
 import logging
 
 from application.aio import first_completed
-from application.errors import StoreUnavailable, UpstreamRejected, UpstreamUnavailable
+from application.errors import (
+    QueueUnavailable,
+    StoreUnavailable,
+    UpstreamRejected,
+    UpstreamUnavailable,
+)
 from application.ports import Clock
 from application.ports.metrics import (
     MESSAGES_SKIPPED,
@@ -37,6 +42,14 @@ class SessionEnd(enum.Enum):
     UPSTREAM_FAILED = "UPSTREAM_FAILED"  # the upstream kept failing: back off fleet-wide
     LEASE_LOST = "LEASE_LOST"  # another owner, or our lease can no longer be trusted
     ERROR = "ERROR"  # a bug or an unexpected failure: release so another worker tries
+
+
+# Endings that hand back a connection still wanted and fit for another owner now: hinted at
+# once. (A shutdown's connections are hinted by the worker in one batch; STOP and a normal end
+# want no owner; an upstream given up on rests until its back-off ends; an unexpected error is
+# left to the next scan, so that a connection that keeps failing is not passed around in a
+# hot loop.)
+_STILL_WANTED = frozenset({SessionEnd.LEASE_LOST})
 
 
 class ConnectionSession:
@@ -149,12 +162,23 @@ class ConnectionSession:
         for attempt in range(1, 4):
             try:
                 await self._hand_back(end)
-                return
             except LeaseLost:
                 return
             except (StoreUnavailable, DomainError) as exc:
                 log.warning("hand-back attempt %d failed: %s", attempt, exc, extra=self._extra())
                 await self._ctx.clock.sleep(0.1 * attempt)
+                continue
+            if end in _STILL_WANTED:
+                await self._hint()
+            return
+
+    async def _hint(self) -> None:
+        """Tell the fleet the connection is free now (found by tests/chaos): otherwise it
+        waits for someone's next scan. A lost hint only costs that wait."""
+        try:
+            await self._ctx.queue.send([self.connection_id])
+        except QueueUnavailable as exc:
+            log.warning("hint after hand-back not sent: %s", exc, extra=self._extra())
 
     async def _hand_back(self, end: SessionEnd) -> None:
         ctx, lease = self._ctx, self.lease
