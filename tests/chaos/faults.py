@@ -152,7 +152,7 @@ async def freeze(
     if "store" in locks:
         await run.wait_covered("after SIGCONT (store lock released)", continued, CRASH_BOUND_S)
     else:
-        await run.wait_covered("after SIGCONT", continued, HANDOFF_BOUND_S)
+        await run.wait_covered("after SIGCONT", continued, HANDOFF_BOUND_S + extra_s)
     await asyncio.sleep(max(0.0, continued / 1000 + THAW_CLOSE_BOUND_S + 0.3 - time.time()))
     await check_closed_at_once(run, victim, stopped, continued, held)
     await asyncio.sleep(HEARTBEAT_S * 2)  # anything it still meant to write would be written
