@@ -12,12 +12,22 @@ Sharing one file between processes: WAL mode lets readers run beside the single 
 write transaction starts with BEGIN IMMEDIATE, which takes the write lock up front (waiting up
 to busy_timeout). A deferred transaction that upgrades from read to write can fail with
 SQLITE_BUSY at once, without waiting, which is why writes never use one.
+
+Group commit: writes queued while the thread was busy run together in one transaction, each
+in a savepoint of its own, so they cost one commit (one fsync at synchronous=FULL) instead of
+one each. With thousands of sessions renewing every heartbeat, one fsync per renewal was the
+embedded backend's ceiling (bench/RESULTS.md). Each write still succeeds or fails alone — a
+write that raises is rolled back to its savepoint — and none is answered before the commit
+that makes it durable.
 """
 
 import asyncio
+import collections
+import contextlib
 import os
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +37,32 @@ from typing import TypeVar
 from application.errors import ApplicationError, ConfigurationError
 
 T = TypeVar("T")
+
+
+class _Write:
+    """One queued write: its function, and the future (on its caller's loop) it answers."""
+
+    __slots__ = ("fn", "future", "loop")
+
+    def __init__(
+        self, fn: Callable[[sqlite3.Connection], object], future: "asyncio.Future[object]"
+    ) -> None:
+        self.fn = fn
+        self.future = future
+        self.loop = future.get_loop()
+
+    def answer(self, result: object = None, error: BaseException | None = None) -> None:
+        def settle() -> None:
+            if self.future.done():  # its caller was cancelled meanwhile
+                return
+            if error is not None:
+                self.future.set_exception(error)
+            else:
+                self.future.set_result(result)
+
+        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+            self.loop.call_soon_threadsafe(settle)
+
 
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -66,6 +102,10 @@ class SqliteDatabase:
         self._unavailable = unavailable
         self._conn: sqlite3.Connection | None = None  # touched only by the executor's thread
         self._closed = False
+        self._writes: collections.deque[_Write] = collections.deque()
+        self._writes_lock = threading.Lock()  # the loop appends, the database thread takes
+        self._group_scheduled = False
+        self.commits = 0  # write transactions committed (fewer than writes: group commit)
 
     @classmethod
     async def open(
@@ -107,10 +147,24 @@ class SqliteDatabase:
         return await self._call(lambda: self._transaction("BEGIN", fn))
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `fn` in one BEGIN IMMEDIATE transaction, committed if `fn` returns and rolled
-        back if it raises. The write lock is held from the first statement, so nothing `fn`
-        reads can change before it commits."""
-        return await self._call(lambda: self._transaction("BEGIN IMMEDIATE", fn))
+        """Run `fn` in a BEGIN IMMEDIATE transaction, committed if `fn` returns and rolled
+        back if it raises; other writes may share the transaction (group commit), each in
+        its own savepoint. The write lock is held from the first statement, so nothing `fn`
+        reads can change before it commits. Answered once committed."""
+        if self._closed:
+            raise RuntimeError(f"SQLite database {self.path} is closed")
+        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        with self._writes_lock:
+            self._writes.append(_Write(fn, future))
+            schedule = not self._group_scheduled
+            self._group_scheduled = True
+        if schedule:
+            # Queued behind the calls submitted before this write, ahead of those after it.
+            self._executor.submit(self._write_group)
+        try:
+            return await future  # type: ignore[return-value]
+        except sqlite3.OperationalError as exc:
+            raise self._translate(exc) from exc
 
     async def close(self) -> None:
         """Close the connection after the calls already queued; idempotent."""
@@ -129,11 +183,65 @@ class SqliteDatabase:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
         except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF in _UNAVAILABLE_CODES:
-                raise self._unavailable(f"SQLite database {self.path}: {exc}") from exc
-            raise
+            raise self._translate(exc) from exc
+
+    def _translate(self, exc: sqlite3.OperationalError) -> Exception:
+        if exc.sqlite_errorcode & 0xFF in _UNAVAILABLE_CODES:
+            return self._unavailable(f"SQLite database {self.path}: {exc}")
+        return exc
 
     # Everything below runs on the executor's thread.
+
+    def _write_group(self) -> None:
+        """Run every write queued so far in one transaction, each in its own savepoint."""
+        with self._writes_lock:
+            group = list(self._writes)
+            self._writes.clear()
+            self._group_scheduled = False
+        answers: list[tuple[_Write, object, BaseException | None]] = []
+        try:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for write in group:
+                    answers.append((write, *self._in_savepoint(conn, write.fn)))
+                conn.execute("COMMIT")
+                self.commits += 1
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except BaseException as exc:
+            # The transaction is gone (lock not granted, disk failure, commit failed): what
+            # succeeded in it was rolled back too, so every write of the group gets the error.
+            for write in group:
+                write.answer(error=exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for write, result, error in answers:
+            write.answer(result, error)
+
+    @staticmethod
+    def _in_savepoint(
+        conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], object]
+    ) -> tuple[object, Exception | None]:
+        """(result, None), or (None, the error) with fn's changes undone. An error that ends
+        the whole transaction is raised (the group fails)."""
+        conn.execute("SAVEPOINT write")
+        try:
+            result = fn(conn)
+            if isinstance(result, sqlite3.Cursor):
+                result.close()  # here, on this thread, before anyone else could free it
+                raise TypeError("a database call returned a cursor: return its rows instead")
+        except Exception as exc:
+            if not conn.in_transaction:
+                raise  # SQLite rolled the transaction back itself (e.g. disk full)
+            conn.execute("ROLLBACK TO write")
+            conn.execute("RELEASE write")
+            return None, exc
+        conn.execute("RELEASE write")
+        return result, None
 
     def _transaction(self, begin: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._connection()
