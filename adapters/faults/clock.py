@@ -1,6 +1,8 @@
 """SkewedClock: a wall clock that is off by `skew_ms` (NTP gone wrong); monotonic time and
 sleeping are untouched, as they are on a real machine whose wall clock drifts."""
 
+from contextlib import AbstractAsyncContextManager
+
 from application.ports import Clock
 
 
@@ -17,3 +19,6 @@ class SkewedClock:
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
+
+    def timeout(self, seconds: float) -> AbstractAsyncContextManager[object]:
+        return self._inner.timeout(seconds)

@@ -2,9 +2,10 @@
 fleet of workers can live through minutes of leases in milliseconds, deterministically."""
 
 import asyncio
+import contextlib
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 
 class FakeClock:
@@ -28,6 +29,31 @@ class FakeClock:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self._now_ms + seconds * 1000, next(self._ids), future))
         await future
+
+    @contextlib.asynccontextmanager
+    async def timeout(self, seconds: float) -> AsyncIterator[None]:
+        """asyncio.timeout, expired by virtual time: when the test advances past the
+        deadline, the scope is rescheduled to "now" on the real loop and fires at once."""
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(None) as scope:
+            armed = True
+
+            def expire(future: asyncio.Future[None]) -> None:
+                if armed and not future.cancelled():
+                    scope.reschedule(loop.time())
+
+            deadline: asyncio.Future[None] = loop.create_future()
+            deadline.add_done_callback(expire)
+            if seconds <= 0:
+                deadline.set_result(None)
+            else:
+                entry = (self._now_ms + seconds * 1000, next(self._ids), deadline)
+                heapq.heappush(self._sleepers, entry)
+            try:
+                yield
+            finally:
+                armed = False
+                deadline.cancel()
 
     async def advance(self, seconds: float, step_s: float = 0.01) -> None:
         """Move time forward in steps, letting every woken task run between steps."""

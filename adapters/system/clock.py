@@ -2,6 +2,7 @@
 
 import asyncio
 import time
+from contextlib import AbstractAsyncContextManager
 
 
 class SystemClock:
@@ -13,3 +14,6 @@ class SystemClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds))
+
+    def timeout(self, seconds: float) -> AbstractAsyncContextManager[object]:
+        return asyncio.timeout(max(0.0, seconds))

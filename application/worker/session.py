@@ -19,7 +19,6 @@ from application.errors import (
     UpstreamRejected,
     UpstreamUnavailable,
 )
-from application.ports import Clock
 from application.ports.metrics import (
     MESSAGES_SKIPPED,
     SELF_FENCES,
@@ -106,10 +105,12 @@ class ConnectionSession:
                 break
             if clock.monotonic() < next_beat:
                 continue
-            renewed = await first_completed(
-                self.lease.renew(self.ingest.checkpoint),
-                _false_after(clock, self.lease.remaining_s()),
-            )
+            try:
+                # A renew stuck on an unreachable store is abandoned when trust runs out.
+                async with clock.timeout(self.lease.remaining_s()):
+                    renewed = await self.lease.renew(self.ingest.checkpoint)
+            except TimeoutError:
+                renewed = False
             if not renewed:
                 break
             next_beat = clock.monotonic() + interval
@@ -215,8 +216,3 @@ class ConnectionSession:
 
     def _extra(self) -> dict[str, object]:
         return self._ctx.log_extra(self.connection_id, self.lease.token)
-
-
-async def _false_after(clock: Clock, seconds: float) -> bool:
-    await clock.sleep(max(0.0, seconds))
-    return False

@@ -38,6 +38,29 @@ async def test_worker_cut_off_from_the_store_self_fences_before_anyone_can_take_
     assert writes_by_a_after == []
 
 
+async def test_a_renew_stuck_on_a_store_that_never_answers_is_abandoned_when_trust_ends(
+    fleet: Fleet,
+) -> None:
+    a = fleet.add_worker("a")
+    # A quiet stream: no message arrives to find the lease untrusted, only the heartbeat can.
+    fleet.upstream.stream("ws://upstream.test/stream/c1").rate_per_s = 0.01
+    await fleet.start("c1")
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    await fleet.clock.advance(3)
+    renewed_at = fleet.clock.monotonic()
+
+    a.store.severed = True  # every store call hangs: no answer, no error
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") is None, 30)
+
+    trusted_s = (fleet.config.lease_ms - fleet.config.self_fence_margin_ms) / 1000
+    heartbeat_s = fleet.config.heartbeat_interval_s
+    # Closed once trust ran out, measured from a renew no later than the one before the
+    # severing (heartbeats every 5 s): never after the lease could pass to another owner.
+    assert fleet.clock.monotonic() <= renewed_at + trusted_s + 0.05
+    assert fleet.clock.monotonic() >= renewed_at - heartbeat_s + trusted_s - 0.05
+    assert a.metrics.counters.get("SelfFences", 0) >= 1
+
+
 async def test_lost_renew_responses_and_outages_shorter_than_the_lease_keep_the_lease(
     fleet: Fleet,
 ) -> None:
