@@ -125,7 +125,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--steps",
         type=lambda s: [int(x) for x in s.split(",")],
-        default=[1000, 2000, 3000, 4000, 5000, 7500, 10000],
+        default=[1000, 2500, 5000, 7500, 10000, 12500, 15000],
     )
     p.add_argument(
         "--tls-steps",

@@ -10,6 +10,7 @@ open files, event-loop lag, messages stored and their store latency.
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -40,6 +41,8 @@ from bench.backends import aws_client
 from bench.limits import LoopLag, open_files, raise_open_files, self_rss_kib
 from bench.procs import cpu_seconds
 from bench.sinks import TARGET_MS, DiscardSink, TimingSink
+from entrypoints.settings import load_settings
+from entrypoints.worker.gc_tuning import tune_gc
 
 
 class WarningCounter(logging.Handler):
@@ -88,6 +91,7 @@ async def wait_open(worker: Worker, target: int, timeout_s: float) -> tuple[int,
 
 async def main(args: argparse.Namespace) -> None:
     files = raise_open_files()
+    tune_gc(args.gc_thresholds)  # as the worker commands do (WSFLEET_GC_THRESHOLDS)
     if args.tracemalloc:
         tracemalloc.start()
     warnings = WarningCounter()
@@ -140,6 +144,7 @@ async def main(args: argparse.Namespace) -> None:
             emit(
                 "step",
                 target=target,
+                gc_thresholds=list(gc.get_threshold()),
                 streaming=sum(1 for s in worker.sessions if s.upstream_open),
                 streaming_at_ramp_end=streaming,
                 ramp_s=round(ramp_s, 2),
@@ -196,6 +201,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--start-rate", type=float, default=500.0, help="STARTs per second")
     p.add_argument("--flush-interval", type=float, default=None)
     p.add_argument("--tracemalloc", action="store_true", help="report allocation sites")
+    p.add_argument(
+        "--gc-thresholds",
+        default=load_settings({}).gc_thresholds,
+        help="as WSFLEET_GC_THRESHOLDS: gen0,gen1,gen2 or python (default: the worker's)",
+    )
     return p.parse_args(argv)
 
 

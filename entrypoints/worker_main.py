@@ -17,6 +17,7 @@ from entrypoints.chaos import chaos_faults
 from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.logging_setup import bind_globally, setup_logging
 from entrypoints.settings import Settings, load_settings
+from entrypoints.worker.gc_tuning import tune_gc
 from entrypoints.worker.health import HealthServer
 from entrypoints.worker.identity import new_worker_id
 from entrypoints.worker.signals import ShutdownSignals
@@ -75,6 +76,7 @@ async def serve(worker: Worker, settings: Settings) -> int:
                 f"WSFLEET_HEALTH_PORT={settings.health_port}: cannot listen on "
                 f"{settings.health_host}:{settings.health_port}: {exc.strerror or exc}"
             ) from exc
+    tune_gc(settings.gc_thresholds)
     signals = ShutdownSignals(worker.request_shutdown, settings.worker.shutdown_budget_s)
     signals.install()
     log.info(

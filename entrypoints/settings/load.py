@@ -38,6 +38,7 @@ class Settings:
     service_name: str
     health_host: str
     health_port: int
+    gc_thresholds: str
     api_host: str
     api_port: int
     region: str | None

@@ -115,6 +115,19 @@ _PROCESS = (
         "Port of the worker's health endpoint; 0 disables it.",
     ),
     _s(
+        "GC_THRESHOLDS",
+        "gc_thresholds",
+        Text(
+            r"python|[1-9]\d{0,6},[1-9]\d{0,4},[1-9]\d{0,4}",
+            "gen0,gen1,gen2 (positive integers), or python",
+        ),
+        "50000,20,100",
+        "The worker's CPython garbage-collector thresholds (`gc.set_threshold`); `python` keeps "
+        "CPython's 700,10,10. With thousands of connections those ran the young collections "
+        "about 50 times a second and stopped the event loop for up to 0.6 s in full ones "
+        "(bench/RESULTS.md); reference counting still frees almost everything at once.",
+    ),
+    _s(
         "API_HOST",
         "api_host",
         Text(r"[0-9A-Za-z.:-]{1,255}", "an address to bind"),

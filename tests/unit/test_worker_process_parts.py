@@ -221,3 +221,23 @@ def test_every_log_line_is_one_json_object_with_extras_and_bound_context() -> No
     assert first["ts"].endswith("Z")
     assert "request_id" not in second  # the binding ended with its block
     assert "ValueError: boom" in second["exception"]
+
+
+def test_gc_thresholds_are_applied_from_the_setting_and_python_keeps_cpythons() -> None:
+    import gc
+
+    from entrypoints.settings import SettingsError
+    from entrypoints.worker.gc_tuning import tune_gc
+
+    before = gc.get_threshold()
+    try:
+        tune_gc(load_settings({}).gc_thresholds)
+        assert gc.get_threshold() == (50_000, 20, 100)
+        gc.set_threshold(*before)
+        tune_gc(load_settings({"WSFLEET_GC_THRESHOLDS": "python"}).gc_thresholds)
+        assert gc.get_threshold() == before
+    finally:
+        gc.set_threshold(*before)
+    for bad in ("0,10,10", "700,10", "lots", "-1,10,10"):
+        with pytest.raises(SettingsError, match="WSFLEET_GC_THRESHOLDS"):
+            load_settings({"WSFLEET_GC_THRESHOLDS": bad})
