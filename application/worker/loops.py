@@ -51,23 +51,23 @@ async def poll_queue(
             if draining.is_set():
                 await ctx.queue.release([d.receipt for d in deliveries])
                 return
-            done: list[str] = []
-            give_back: list[str] = []
+            wanted: dict[str, list[str]] = {}  # connection id -> receipts of its hints
             for delivery in deliveries:
                 if delivery.connection_id is None:
                     ctx.metrics.count(MALFORMED_HINTS)
                     log.warning("dropping malformed hint: %s", delivery.problem)
-                elif delivery.connection_id in sessions:
-                    pass  # ours already: a duplicate or a redelivery
-                elif sessions.free <= 0:
-                    # Filled up while polling (reconciliation took some): another worker may
-                    # have room. Deleting it would leave the connection to reconciliation.
-                    give_back.append(delivery.receipt)
-                    continue
                 else:
-                    await sessions.take(delivery.connection_id)
-                    beats.store_reached = ctx.clock.monotonic()
-                done.append(delivery.receipt)
+                    wanted.setdefault(delivery.connection_id, []).append(delivery.receipt)
+            # Duplicates and redeliveries of what is ours already are just deleted.
+            to_take = [(cid, False) for cid in wanted if cid not in sessions]
+            # Filled up while polling (reconciliation took some): another worker may have
+            # room, so those hints are given back; deleting them would leave the connections
+            # to reconciliation.
+            no_room = set(await sessions.take_each(to_take)) if to_take else set()
+            if to_take:
+                beats.store_reached = ctx.clock.monotonic()
+            give_back = [r for cid in no_room for r in wanted[cid]]
+            done = [d.receipt for d in deliveries if d.connection_id not in no_room]
             if give_back:
                 await ctx.queue.release(give_back)
             if done:
@@ -114,12 +114,17 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
     found = 0
     async for page in ctx.store.iter_orphans(now_ms, ctx.config.reconcile_page_size):
         found += len(page)
+        if sessions.free <= 0:
+            continue  # still counted: the gauge says how many wait for room
         # Shuffled, so racing workers mostly try different orphans first.
-        for orphan in ctx.rng.sample(list(page), len(page)):
-            if sessions.free <= 0:
-                break
-            if orphan.connection_id not in sessions:
-                await sessions.take(orphan.connection_id, expired_owner=orphan.owner != NO_OWNER)
+        shuffled = ctx.rng.sample(list(page), len(page))
+        await sessions.take_each(
+            [
+                (o.connection_id, o.owner != NO_OWNER)
+                for o in shuffled
+                if o.connection_id not in sessions
+            ]
+        )
     ctx.metrics.gauge(ORPHANS_FOUND, found)
 
 

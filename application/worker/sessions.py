@@ -2,7 +2,7 @@
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from application.aio import first_completed
 from application.errors import StoreUnavailable
@@ -35,6 +35,32 @@ class Sessions:
     @property
     def free(self) -> int:
         return self._ctx.config.max_connections - len(self._running) - len(self._acquiring)
+
+    async def take_each(self, candidates: Sequence[tuple[str, bool]]) -> list[str]:
+        """Take each (connection_id, expired_owner) while there is room, in order, with up
+        to `take_concurrency` acquisitions in flight: one at a time, a dead worker's share of
+        thousands would move at one store round trip per connection. Returns the ids not
+        tried for want of room. Once every take has ended, raises the first error met (a
+        StoreUnavailable: the loop logs it and tries again later)."""
+        room = asyncio.Semaphore(self._ctx.config.take_concurrency)
+        no_room: list[str] = []
+
+        async def one(connection_id: str, expired_owner: bool) -> None:
+            async with room:
+                if self.free <= 0 and connection_id not in self:
+                    no_room.append(connection_id)
+                    return
+                await self.take(connection_id, expired_owner=expired_owner)
+
+        # return_exceptions: one failed take must not leave the others running unowned;
+        # and cancelling this call cancels and awaits every one of them.
+        outcomes = await asyncio.gather(
+            *(one(cid, expired) for cid, expired in candidates), return_exceptions=True
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return no_room
 
     async def take(self, connection_id: str, *, expired_owner: bool = False) -> bool:
         """Acquire the lease, and only then start streaming. False if not ours to take."""

@@ -380,6 +380,10 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
     ),
     "reconcile_page_size": (Number(integer=True, minimum=1), "Orphans read per index query."),
     "max_connections": (Number(integer=True, minimum=1), "Connections one worker holds at most."),
+    "take_concurrency": (
+        Number(integer=True, minimum=1),
+        "Lease acquisitions one worker has in flight at once (per loop: hints, reconciliation).",
+    ),
     "poll_wait_s": (Number(integer=False, above=0, maximum=20), "SQS long-poll wait in seconds."),
     "poll_batch": (Number(integer=True, minimum=1, maximum=10), "Hints received per poll."),
     "capacity_pause_s": (_SECONDS, "Pause of the hint loop while the worker is full."),
