@@ -130,7 +130,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--tls-steps",
         type=lambda s: [int(x) for x in s.split(",")],
-        default=[500, 1000, 2000, 3000],
+        default=[1000, 2500, 5000, 7500, 10000],
     )
     p.add_argument("--window", type=float, default=20.0, help="seconds measured per step")
     p.add_argument("--cost-window", type=float, default=120.0)

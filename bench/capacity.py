@@ -80,8 +80,11 @@ async def run_capacity(
     if baseline is None:
         raise RuntimeError(f"{label}: the capacity worker reported nothing:\n{worker.tail()}")
     judged = [judge_step(e, baseline["rss_kib"], rate) for e in events if e["event"] == "step"]
-    passing = [s["streaming"] for s in judged if s["ok"]]
-    failing = next((s for s in judged if not s["ok"]), None)
+    # Sustained = every step up to the first that failed: a later step passing again (a
+    # transient at the failed one) is reported beside it, never instead of it.
+    first_bad = next((i for i, s in enumerate(judged) if not s["ok"]), len(judged))
+    passing = [s["streaming"] for s in judged[:first_bad]]
+    failing = judged[first_bad] if first_bad < len(judged) else None
     return {
         "label": label,
         "finished": finished,
@@ -92,6 +95,7 @@ async def run_capacity(
         "max_sustained": max(passing, default=0),
         "broke_at": failing["target"] if failing else None,
         "why": failing["why_not"] if failing else [],
+        "passed_after_breaking": [s["target"] for s in judged[first_bad + 1 :] if s["ok"]],
     }
 
 

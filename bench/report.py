@@ -63,18 +63,19 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     for run in results.get("capacity", []):
         best = next((s for s in run["steps"] if s["streaming"] == run["max_sustained"]), None)
         kib = best["per_connection_kib"] if best else None
-        ok = (
-            run["max_sustained"] >= CONNECTIONS_TARGET
-            and kib is not None
-            and (kib <= KIB_PER_CONNECTION_TARGET)
-        )
+        # The targets are for plain ws://; wss:// is reported beside them, not judged (TLS
+        # buffers cost ~0.3 MiB per connection, see RESULTS.md).
+        judged = not run["label"].endswith("wss")
+        ok = run["max_sustained"] >= CONNECTIONS_TARGET
         why = f" (broke at {run['broke_at']}: {'; '.join(run['why'])})" if run["broke_at"] else ""
+        if run.get("passed_after_breaking"):
+            why += f"; passed again at {', '.join(map(str, run['passed_after_breaking']))}"
         out.append(
             (
                 f"{run['label']}: connections sustained",
                 f"{run['max_sustained']}{why}",
                 f">= {CONNECTIONS_TARGET}",
-                _ok(ok),
+                _ok(ok) if judged else "info",
             )
         )
         out.append(
@@ -82,7 +83,7 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 f"{run['label']}: KiB RSS / connection",
                 _fmt(kib),
                 f"<= {KIB_PER_CONNECTION_TARGET}",
-                _ok(kib is not None and kib <= 32),
+                _ok(kib is not None and kib <= KIB_PER_CONNECTION_TARGET) if judged else "info",
             )
         )
     for run in results.get("ingest", []):
