@@ -29,8 +29,8 @@ class WorkerConfig:
     reconcile_jitter_s: float = attrs.field(default=0.25, validator=attrs.validators.ge(0))
     reconcile_page_size: int = attrs.field(default=100, validator=_positive)
     max_connections: int = attrs.field(default=100, validator=_positive)
-    # Acquisitions one worker has in flight at once (each loop's takes): a dead worker's
-    # share moves in about share x acquire round trip / (survivors x this), not one by one.
+    # The most acquisitions one worker has in flight at once per loop; the actual number
+    # adapts to the store's answers (application/worker/take_limit.py).
     take_concurrency: int = attrs.field(default=16, validator=_positive)
     poll_wait_s: float = attrs.field(default=20.0, validator=_positive)
     poll_batch: int = attrs.field(default=10, validator=attrs.validators.in_(range(1, 11)))

@@ -10,6 +10,7 @@ from application.ports.metrics import ACQUISITION_CONFLICTS, LEASE_ACQUISITIONS,
 from application.worker.context import WorkerContext
 from application.worker.ingest import IngestWriter
 from application.worker.session import ConnectionSession, SessionEnd
+from application.worker.take_limit import TakeLimit
 from domain import Connection, DesiredState
 
 log = logging.getLogger(__name__)
@@ -21,6 +22,7 @@ class Sessions:
         self._writer = writer
         self._running: dict[str, tuple[ConnectionSession, asyncio.Task[SessionEnd]]] = {}
         self._acquiring: set[str] = set()
+        self._limit = TakeLimit(ctx.config)
         self.handed_over: list[str] = []  # released during shutdown: hint the fleet
 
     def __len__(self) -> int:
@@ -37,33 +39,45 @@ class Sessions:
         return self._ctx.config.max_connections - len(self._running) - len(self._acquiring)
 
     async def take_each(self, candidates: Sequence[tuple[str, bool]]) -> list[str]:
-        """Take each (connection_id, expired_owner) while there is room, in order, with up
-        to `take_concurrency` acquisitions in flight: one at a time, a dead worker's share of
-        thousands would move at one store round trip per connection. Returns the ids not
-        tried for want of room. Once every take has ended, raises the first error met (a
-        StoreUnavailable: the loop logs it and tries again later)."""
-        room = asyncio.Semaphore(self._ctx.config.take_concurrency)
+        """Take each (connection_id, expired_owner) while there is room, in order, in waves of
+        up to `TakeLimit.current` acquisitions at once (see take_limit.py: one at a time, a
+        dead worker's share of thousands would move at one store round trip per connection).
+        Returns the ids not tried for want of room. A failed take (StoreUnavailable) is raised
+        once its wave has ended; the rest are left to the loop's next round."""
         no_room: list[str] = []
-
-        async def one(connection_id: str, expired_owner: bool) -> None:
-            async with room:
-                if self.free <= 0 and connection_id not in self:
-                    no_room.append(connection_id)
-                    return
-                await self.take(connection_id, expired_owner=expired_owner)
-
-        # return_exceptions: one failed take must not leave the others running unowned;
-        # and cancelling this call cancels and awaits every one of them.
-        outcomes = await asyncio.gather(
-            *(one(cid, expired) for cid, expired in candidates), return_exceptions=True
-        )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
+        pending = list(candidates)
+        while pending:
+            size = self._limit.current
+            wave, pending = pending[:size], pending[size:]
+            round_trips: list[float] = []
+            # return_exceptions: one failed take must not leave the others running unowned;
+            # and cancelling this call cancels and awaits every one of them.
+            outcomes = await asyncio.gather(
+                *(self._take_if_room(cid, expired, no_room, round_trips) for cid, expired in wave),
+                return_exceptions=True,
+            )
+            errors = [o for o in outcomes if isinstance(o, BaseException)]
+            if errors or round_trips:
+                self._limit.after_wave(None if errors else max(round_trips))
+            if errors:
+                raise errors[0]
         return no_room
 
     async def take(self, connection_id: str, *, expired_owner: bool = False) -> bool:
         """Acquire the lease, and only then start streaming. False if not ours to take."""
+        return await self._take(connection_id, expired_owner, [])
+
+    async def _take_if_room(
+        self, connection_id: str, expired_owner: bool, no_room: list[str], round_trips: list[float]
+    ) -> None:
+        if self.free <= 0 and connection_id not in self:
+            no_room.append(connection_id)
+            return
+        await self._take(connection_id, expired_owner, round_trips)
+
+    async def _take(
+        self, connection_id: str, expired_owner: bool, round_trips: list[float]
+    ) -> bool:
         ctx = self._ctx
         if connection_id in self or self.free <= 0:
             return False
@@ -75,6 +89,7 @@ class Sessions:
                 acquired = await ctx.store.try_acquire(
                     connection_id, ctx.worker_id, ctx.config.lease_ms, now_ms
                 )
+                round_trips.append(ctx.clock.monotonic() - started)
             except StoreUnavailable:
                 acquired = await self._granted_after_all(connection_id, now_ms)
                 if acquired is None:
@@ -127,6 +142,8 @@ class Sessions:
             del self._running[connection_id]
         if session.end is SessionEnd.SHUTDOWN:
             self.handed_over.append(connection_id)
+        if session.end is SessionEnd.LEASE_LOST and session.lease.lost_to is None:
+            self._limit.fenced()  # it could not keep a lease: take no more at once
 
     def stop(self, connection_id: str, reason: SessionEnd) -> None:
         entry = self._running.get(connection_id)

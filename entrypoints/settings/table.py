@@ -382,7 +382,8 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
     "max_connections": (Number(integer=True, minimum=1), "Connections one worker holds at most."),
     "take_concurrency": (
         Number(integer=True, minimum=1),
-        "Lease acquisitions one worker has in flight at once (per loop: hints, reconciliation).",
+        "The most lease acquisitions one worker has in flight at once per loop (hints, "
+        "reconciliation); it starts at one and doubles while the store answers fast.",
     ),
     "poll_wait_s": (Number(integer=False, above=0, maximum=20), "SQS long-poll wait in seconds."),
     "poll_batch": (Number(integer=True, minimum=1, maximum=10), "Hints received per poll."),
