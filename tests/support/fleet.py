@@ -85,6 +85,12 @@ class Fleet:
         await self.router.start(connection_id, url)
         return url
 
+    async def start_streamed_by(self, owner: str, connection_id: str) -> str:
+        """START `connection_id` and wait (up to 5 virtual seconds) until `owner` streams it."""
+        url = await self.start(connection_id)
+        await self.clock.run_until(lambda: self.owner_of(connection_id) == owner, 5)
+        return url
+
     def owner_of(self, connection_id: str) -> str | None:
         """The worker streaming `connection_id` right now, if exactly one is."""
         owners = [

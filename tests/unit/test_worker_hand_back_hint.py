@@ -10,8 +10,7 @@ async def test_a_self_fenced_session_that_releases_is_taken_again_at_once(
     fleet: Fleet,
 ) -> None:
     a = fleet.add_worker("a")
-    await fleet.start("c1")
-    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    await fleet.start_streamed_by("a", "c1")
     fleet.add_worker("b")
     await fleet.clock.advance(3)
 

@@ -34,11 +34,9 @@ async def test_a_lease_expiring_while_a_scan_takes_orphans_is_not_slept_past(
     between the scan and the query for the next expiry, which then looked only past it, so it
     waited about a lease more)."""
     fleet.add_worker("a")
-    await fleet.start("c1")
-    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    await fleet.start_streamed_by("a", "c1")
     await fleet.clock.advance(0.5)
-    await fleet.start("c2")
-    await fleet.clock.run_until(lambda: fleet.owner_of("c2") == "a", 5)
+    await fleet.start_streamed_by("a", "c2")
     b = fleet.add_worker("b")
     b.store.latency_s = 1.0  # every store call of b takes a second
     await fleet.clock.advance(12)

@@ -16,8 +16,7 @@ async def test_worker_cut_off_from_the_store_self_fences_before_anyone_can_take_
     fleet: Fleet,
 ) -> None:
     a = fleet.add_worker("a")
-    await fleet.start("c1")
-    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    await fleet.start_streamed_by("a", "c1")
     fleet.add_worker("b")
     await fleet.clock.advance(3)
 
@@ -44,8 +43,7 @@ async def test_a_renew_stuck_on_a_store_that_never_answers_is_abandoned_when_tru
     a = fleet.add_worker("a")
     # A quiet stream: no message arrives to find the lease untrusted, only the heartbeat can.
     fleet.upstream.stream("ws://upstream.test/stream/c1").rate_per_s = 0.01
-    await fleet.start("c1")
-    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    await fleet.start_streamed_by("a", "c1")
     await fleet.clock.advance(3)
     renewed_at = fleet.clock.monotonic()
 
@@ -90,8 +88,7 @@ async def test_upstream_drops_are_retried_under_the_same_lease_resuming_without_
     fleet: Fleet,
 ) -> None:
     fleet.add_worker("a")
-    url = await fleet.start("c1")
-    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    url = await fleet.start_streamed_by("a", "c1")
     stream = fleet.upstream.streams[url]
     stream.drop_after = 15  # every subscription drops after 15 messages
     await fleet.clock.advance(10)
@@ -183,8 +180,7 @@ async def test_graceful_handoff_does_not_wait_for_reconciliation() -> None:
     fleet = Fleet(WorkerConfig(reconcile_interval_s=60))
     try:
         fleet.add_worker("a")
-        url = await fleet.start("c1")
-        await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+        url = await fleet.start_streamed_by("a", "c1")
         fleet.add_worker("b")
         await fleet.clock.advance(1)
         fleet.members["a"].worker.request_shutdown()
@@ -204,8 +200,7 @@ async def test_graceful_handoff_does_not_wait_for_reconciliation() -> None:
 
 async def test_retried_start_does_not_reset_a_live_lease(fleet: Fleet) -> None:
     fleet.add_worker("a")
-    url = await fleet.start("c1")
-    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    url = await fleet.start_streamed_by("a", "c1")
     await fleet.clock.advance(6)
     before = await fleet.store.get("c1")
 
@@ -229,8 +224,7 @@ async def test_quarter_lease_clock_skew_never_lets_two_workers_stream_at_once(
     at most one subscriber at every instant) and nothing is lost."""
     quarter = fleet.config.lease_ms // 4
     owner = fleet.add_worker("owner", skew_ms=owner_skew * quarter)
-    url = await fleet.start("c1")
-    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "owner", 5)
+    url = await fleet.start_streamed_by("owner", "c1")
     fleet.add_worker("taker", skew_ms=taker_skew * quarter)
     await fleet.clock.advance(7)
 
@@ -290,8 +284,7 @@ async def test_shutdown_lets_the_last_long_poll_finish_and_gives_back_what_it_ca
 ) -> None:
     queue = AbandonedPollsCount(fleet.queue)
     member = fleet.add_worker("a", queue=queue)
-    await fleet.start("c1")
-    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    await fleet.start_streamed_by("a", "c1")
     await fleet.clock.advance(1)
 
     await fleet.shutdown("a")
@@ -311,8 +304,7 @@ async def test_a_hint_that_arrives_when_full_is_given_back_for_a_worker_with_roo
     fleet = Fleet(WorkerConfig(max_connections=1, reconcile_interval_s=60, capacity_pause_s=0.2))
     try:
         full = fleet.add_worker("full")
-        await fleet.start("c1")
-        await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "full", 5)
+        await fleet.start_streamed_by("full", "c1")
         spare = fleet.add_worker("spare")
         await fleet.clock.advance(1)
         # An acquire in flight (e.g. by reconciliation) fills the spare while it polls.

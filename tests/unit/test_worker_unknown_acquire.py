@@ -45,8 +45,7 @@ async def test_an_old_lease_of_ours_still_running_out_is_not_taken_for_a_new_gra
     its margin in the store, WHEN its next acquire fails without landing, THEN reading the
     item back does not adopt that old lease (it would be trusted past its real expiry)."""
     a = fleet.add_worker("a")
-    await fleet.start("c1")
-    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 5)
+    await fleet.start_streamed_by("a", "c1")
     a.store.outage = True
     await fleet.clock.run_until(lambda: "c1" not in a.worker.sessions, 30)
     a.store.outage = False
