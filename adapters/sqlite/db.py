@@ -231,9 +231,7 @@ class SqliteDatabase:
         conn.execute("SAVEPOINT write")
         try:
             result = fn(conn)
-            if isinstance(result, sqlite3.Cursor):
-                result.close()  # here, on this thread, before anyone else could free it
-                raise TypeError("a database call returned a cursor: return its rows instead")
+            _refuse_cursor(result)
         except Exception as exc:
             if not conn.in_transaction:
                 raise  # SQLite rolled the transaction back itself (e.g. disk full)
@@ -248,9 +246,7 @@ class SqliteDatabase:
         conn.execute(begin)
         try:
             result = fn(conn)
-            if isinstance(result, sqlite3.Cursor):
-                result.close()  # here, on this thread, before anyone else could free it
-                raise TypeError("a database call returned a cursor: return its rows instead")
+            _refuse_cursor(result)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -296,6 +292,13 @@ class SqliteDatabase:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _refuse_cursor(result: object) -> None:
+    """Runs on the database thread: a cursor must not leave it (see the module's docstring)."""
+    if isinstance(result, sqlite3.Cursor):
+        result.close()  # here, on this thread, before anyone else could free it
+        raise TypeError("a database call returned a cursor: return its rows instead")
 
 
 def _enable_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> str:
