@@ -63,7 +63,7 @@ async def poll_queue(
             # Filled up while polling (reconciliation took some): another worker may have
             # room, so those hints are given back; deleting them would leave the connections
             # to reconciliation.
-            no_room = set(await sessions.take_each(to_take)) if to_take else set()
+            no_room = set(await sessions.take_each(to_take))
             if to_take:
                 beats.store_reached = ctx.clock.monotonic()
             give_back = [r for cid in no_room for r in wanted[cid]]
