@@ -87,6 +87,7 @@ async def run_capacity(
     failing = judged[first_bad] if first_bad < len(judged) else None
     return {
         "label": label,
+        "tls": tls is not None,
         "finished": finished,
         "baseline_rss_kib": baseline["rss_kib"],
         "open_files_limit": baseline["files"],

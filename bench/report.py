@@ -65,7 +65,7 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         kib = best["per_connection_kib"] if best else None
         # The targets are for plain ws://; wss:// is reported beside them, not judged (TLS
         # buffers cost ~0.3 MiB per connection, see RESULTS.md).
-        judged = not run["label"].endswith("wss")
+        judged = not run.get("tls", False)
         ok = run["max_sustained"] >= CONNECTIONS_TARGET
         why = f" (broke at {run['broke_at']}: {'; '.join(run['why'])})" if run["broke_at"] else ""
         if run.get("passed_after_breaking"):
