@@ -42,14 +42,13 @@ T = TypeVar("T")
 class _Write:
     """One queued write: its function, and the future (on its caller's loop) it answers."""
 
-    __slots__ = ("fn", "future", "loop")
+    __slots__ = ("fn", "future")
 
     def __init__(
         self, fn: Callable[[sqlite3.Connection], object], future: "asyncio.Future[object]"
     ) -> None:
         self.fn = fn
         self.future = future
-        self.loop = future.get_loop()
 
     def answer(self, result: object = None, error: BaseException | None = None) -> None:
         def settle() -> None:
@@ -61,7 +60,7 @@ class _Write:
                 self.future.set_result(result)
 
         with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
-            self.loop.call_soon_threadsafe(settle)
+            self.future.get_loop().call_soon_threadsafe(settle)
 
 
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
