@@ -44,6 +44,8 @@ class WorkerConfig:
     poison_backoff_base_s: float = attrs.field(default=30.0, validator=_positive)
     poison_backoff_max_s: float = attrs.field(default=900.0, validator=_positive)
     ingest_buffer_messages: int = attrs.field(default=1_000, validator=_positive)
+    # Also bounded in bytes: 1,000 messages of up to 1 MiB each would be a gigabyte.
+    ingest_buffer_bytes: int = attrs.field(default=2 * 2**20, validator=_positive)
     ingest_flush_interval_s: float = attrs.field(default=0.2, validator=_positive)
     metrics_interval_s: float = attrs.field(default=30.0, validator=_positive)
 

@@ -46,6 +46,13 @@ def bind_globally(**fields: Any) -> None:
     _process_fields.update(fields)
 
 
+# Characters json.dumps(ensure_ascii=False) writes raw that readers split lines on: U+2028/2029
+# (JavaScript, Python's str.splitlines) and the C1 controls, NEL U+0085 among them. Upstream
+# text and URLs reach log lines, so one of these could forge a line. They only ever occur
+# inside JSON strings, where the \uXXXX escape means the same character.
+_LINE_BREAKERS = {c: f"\\u{c:04x}" for c in (*range(0x80, 0xA0), 0x2028, 0x2029)}
+
+
 class JsonFormatter(logging.Formatter):
     @staticmethod
     def converter(seconds: float | None) -> time.struct_time:
@@ -63,7 +70,7 @@ class JsonFormatter(logging.Formatter):
         line.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
         if record.exc_info and record.exc_info[0] is not None:
             line["exception"] = "".join(traceback.format_exception(*record.exc_info)).rstrip()
-        return json.dumps(line, default=str, ensure_ascii=False)
+        return json.dumps(line, default=str, ensure_ascii=False).translate(_LINE_BREAKERS)
 
 
 class _StdoutHandler(logging.StreamHandler[TextIO]):

@@ -3,7 +3,7 @@ replay from any seq, and record every subscriber — the judge of "exactly one s
 "no message lost" in tests that run on virtual time."""
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import attrs
 
@@ -26,6 +26,7 @@ class FakeStream:
     peak_subscribers: int = 0
     opens: int = 0
     log: list[tuple[float, str, int]] = attrs.Factory(list)  # (time, "open"/"close", from_seq)
+    addresses: list[tuple[str, ...]] = attrs.Factory(list)  # the vetted addresses, per open
 
     def due(self, now_s: float) -> int:
         """The highest seq emitted by `now_s`."""
@@ -46,9 +47,12 @@ class FakeUpstream:
         return self.streams[url]
 
     @contextlib.asynccontextmanager
-    async def open(self, url: str, from_seq: int) -> AsyncIterator["_Subscription"]:
+    async def open(
+        self, url: str, from_seq: int, addresses: Sequence[str] = ()
+    ) -> AsyncIterator["_Subscription"]:
         stream = self.stream(url)
         stream.opens += 1
+        stream.addresses.append(tuple(addresses))
         if stream.rejected:
             raise UpstreamRejected(f"{url} refused the subscription (403)")
         if stream.fail_opens > 0:

@@ -7,12 +7,15 @@ because it must keep renewing its lease, and give the connection up, while it re
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+import ssl
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidURI
+from websockets.proxy import get_proxy
+from websockets.uri import parse_uri
 
 from adapters.websocket.errors import OPEN_ERRORS, closed_error, open_error
 from adapters.websocket.hooks import DefaultUpstreamHook, UpstreamHook
@@ -45,11 +48,13 @@ class WebSocketStream:
         url: str,
         parse: Callable[[str], UpstreamMessage | None],
         options: WebSocketOptions,
+        secrets: Sequence[str] = (),
     ) -> None:
         self._ws = ws
         self._url = url
         self._parse = parse
         self._options = options
+        self._secrets = secrets  # the URL's and the headers': masked in a close reason
 
     async def messages(self) -> AsyncIterator[UpstreamMessage]:
         while True:
@@ -61,6 +66,7 @@ class WebSocketStream:
                     self._url,
                     self._options.normal_close_codes,
                     self._options.rejected_close_codes,
+                    self._secrets,
                 )
                 if error is None:
                     _log.debug("upstream %s ended the stream", redact_url(self._url))
@@ -96,39 +102,20 @@ class WebSocketConnector:
         self._ssl = self._options.build_ssl_context()
 
     @asynccontextmanager
-    async def open(self, url: str, from_seq: int) -> AsyncIterator[WebSocketStream]:
+    async def open(
+        self, url: str, from_seq: int, addresses: Sequence[str]
+    ) -> AsyncIterator[WebSocketStream]:
         options = self._options
         try:
             target = (
                 with_resume(url, options.resume_param, from_seq) if options.resume_param else url
             )
-        except ValueError:  # urlsplit: a malformed host such as "[::1"
+            proxy = _proxy_for(target, options.proxy)
+        except (ValueError, InvalidURI):  # urlsplit: a malformed host such as "[::1"
             raise UpstreamRejected(f"upstream {redact_url(url)}: invalid URL") from None
         headers = [*options.extra_headers, *self._hook.headers(url).items()]
         secrets = url_secrets(target) + [v for k, v in headers if is_sensitive_name(k)]
-        tls: dict[str, Any] = {"ssl": self._ssl} if target.lower().startswith("wss:") else {}
-        try:
-            ws = await _ConnectWithoutRedirects(
-                target,
-                additional_headers=headers,
-                compression=options.compression,
-                open_timeout=options.open_timeout,
-                ping_interval=options.ping_interval,
-                ping_timeout=options.ping_timeout,
-                close_timeout=options.close_timeout,
-                max_size=options.max_size,
-                max_queue=options.max_queue,
-                user_agent_header=options.user_agent,
-                proxy=options.proxy,
-                logger=RedactingLogger(logging.getLogger("websockets.client"), secrets),
-                **tls,
-            )
-        except OPEN_ERRORS as exc:
-            error = open_error(exc, target)
-            _log.debug("%s", error)
-            # The library's message may quote the URL: chain it only when it holds no secret.
-            cause = exc if redact_text(str(exc), secrets) == str(exc) else None
-            raise error from cause
+        ws = await self._connect(target, headers, secrets, proxy, addresses)
         _log.debug("upstream %s connected from seq %d", redact_url(target), from_seq)
         try:
 
@@ -138,9 +125,69 @@ class WebSocketConnector:
             # A closure here is reported by the first read, classified like any other.
             with suppress(ConnectionClosed):
                 await self._hook.on_open(send, from_seq)
-            yield WebSocketStream(ws, target, self._hook.parse, options)
+            yield WebSocketStream(ws, target, self._hook.parse, options, secrets)
         finally:
             await _close(ws)
+
+    async def _connect(
+        self,
+        target: str,
+        headers: list[tuple[str, str]],
+        secrets: list[str],
+        proxy: str | None,
+        addresses: Sequence[str],
+    ) -> ClientConnection:
+        """Connect at the vetted addresses, in order, until one accepts the TCP connection.
+        The URL keeps its host: it is the Host header, the TLS server name (SNI) and the name
+        the certificate is verified against; only the socket goes to the vetted address.
+        Through a proxy the proxy resolves the name: it is then the egress control."""
+        options = self._options
+        tls: dict[str, Any] = {"ssl": self._ssl} if target.lower().startswith("wss:") else {}
+        if proxy is None and not addresses:
+            raise UpstreamRejected(f"upstream {redact_url(target)}: no vetted address to open")
+        pins: list[dict[str, Any]] = (
+            [{"host": address} for address in addresses] if proxy is None else [{}]
+        )
+        for attempt, pin in enumerate(pins, start=1):
+            try:
+                return await _ConnectWithoutRedirects(
+                    target,
+                    additional_headers=headers,
+                    compression=options.compression,
+                    open_timeout=options.open_timeout,
+                    ping_interval=options.ping_interval,
+                    ping_timeout=options.ping_timeout,
+                    close_timeout=options.close_timeout,
+                    max_size=options.max_size,
+                    max_queue=options.max_queue,
+                    user_agent_header=options.user_agent,
+                    proxy=proxy,
+                    logger=RedactingLogger(logging.getLogger("websockets.client"), secrets),
+                    **tls,
+                    **pin,
+                )
+            except OPEN_ERRORS as exc:
+                if attempt < len(pins) and _unreachable(exc):
+                    continue  # this address refused or is unreachable: try the next one
+                error = open_error(exc, target)
+                _log.debug("%s", error)
+                # The library's message may quote the URL: chain it only when it holds no secret.
+                cause = exc if redact_text(str(exc), secrets) == str(exc) else None
+                raise error from cause
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _proxy_for(target: str, setting: str | bool | None) -> str | None:
+    """The proxy this URL goes through, if any (True: the environment's, NO_PROXY applied)."""
+    if setting is True:
+        return get_proxy(parse_uri(target))
+    return setting or None
+
+
+def _unreachable(exc: Exception) -> bool:
+    """A failure to reach this address at all (refused, unreachable), where another of the
+    host's addresses may work; TLS, handshake and timeout failures are not retried."""
+    return isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError | TimeoutError)
 
 
 async def _close(ws: ClientConnection) -> None:

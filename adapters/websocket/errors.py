@@ -7,10 +7,12 @@ Reading:  a close by the upstream with a normal code (1000 by default) is the en
           a rejected code (1003/1007/1008/1009/1010, 4400-4499 by default, including this
           client refusing an oversized message with 1009) -> UpstreamRejected; anything else
           (1001 going away, 1006 dropped, 1011, 1012, keepalive timeout) -> UpstreamUnavailable.
-Exception messages carry the redacted URL only.
+Exception messages carry the redacted URL only; a close reason (the upstream's own text) is
+redacted too: the URL's and the headers' secrets, and anything shaped like a credential.
 """
 
 import ssl
+from collections.abc import Sequence
 
 from websockets.exceptions import (
     ConnectionClosed,
@@ -21,7 +23,7 @@ from websockets.exceptions import (
 )
 from websockets.frames import CloseCode
 
-from adapters.websocket.redact import redact_text, redact_url, url_secrets
+from adapters.websocket.redact import redact_reason, redact_text, redact_url, url_secrets
 from application.errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
 
 # What `open` translates; anything else (a programming error) propagates unchanged.
@@ -64,13 +66,17 @@ def closed_error(
     url: str,
     normal_codes: frozenset[int],
     rejected_codes: frozenset[int],
+    secrets: Sequence[str] = (),
 ) -> UpstreamError | None:
-    """None when the upstream ended the stream normally, else the error to raise."""
+    """None when the upstream ended the stream normally, else the error to raise. `secrets`:
+    what else the reason must not repeat (header values; the URL's are added here)."""
     code, reason, by_upstream = close_code(exc)
     if by_upstream and code in normal_codes:
         return None
     who = "upstream" if by_upstream else "client"
-    text = redact_text(f"{who} closed with code {code} ({reason[:120]})", url_secrets(url))
+    known = sorted({*url_secrets(url), *secrets}, key=len, reverse=True)
+    # Redacted before it is cut: a cut could leave half a secret no pattern recognises.
+    text = f"{who} closed with code {code} ({redact_reason(reason, known)[:120]})"
     if code in rejected_codes:
         return UpstreamRejected(f"upstream {redact_url(url)}: {text}")
     return UpstreamUnavailable(f"upstream {redact_url(url)}: {text}")

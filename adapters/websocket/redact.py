@@ -1,9 +1,13 @@
 """Keep credentials carried in upstream URLs out of logs and exception messages.
 
 Upstream URLs come from API callers and often carry credentials: `wss://user:pass@host/...`
-or `?token=...`, `?api_key=...`, pre-signed `X-Amz-Signature=...`. Every URL this adapter
-logs or puts in an exception goes through `redact_url`; any free text that may echo the URL
-(a library's error message) goes through `redact_text`. A secret inside a path segment
+or `?token=...`, `?api_key=...`, pre-signed `X-Amz-Signature=...`, or a name nobody can
+guess (`?k=...`, `?meeting_pin=...`). So every query value is masked unless its name is on a
+short allow-list of names known to carry no secret (`SHOWN_QUERY_NAMES`); `&` and `;` both
+separate parameters (servers split on either). Every URL this adapter logs or puts in an
+exception goes through `redact_url`; any free text that may echo the URL (a library's error
+message) goes through `redact_text`; an upstream's close reason, which the upstream writes and
+may echo a credential, through `redact_reason`. A secret inside a path segment
 (`/stream/<token>`) cannot be recognised: put credentials in a header (the hook) instead.
 """
 
@@ -14,21 +18,39 @@ from typing import Any
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 MASK = "***"
-# Query parameter names that carry credentials (substring match, case-insensitive).
+# Query parameter names whose values are shown (exact, case-insensitive): resume points and
+# stream formats, which help debugging and are never credentials. Every other value is masked.
+SHOWN_QUERY_NAMES = frozenset(
+    {"from_seq", "seq", "offset", "format", "encoding", "sample_rate", "language", "lang", "v"}
+)
+_QUERY_SEPARATOR = re.compile(r"[&;]")
+# Header (and close-reason) names that carry credentials (substring match, case-insensitive).
 _SENSITIVE_NAME = re.compile(
     r"token|key|secret|pass|pwd|auth|sig|credential|session|jwt|cookie", re.IGNORECASE
 )
 # Shorter values are not treated as secrets by `redact_text`: masking every "1" would garble
 # messages ("HTTP 401") and a secret that short protects nothing.
 _MIN_SECRET_LENGTH = 4
+# In free text an upstream wrote: `token=...`, `api_key: ...`, `Bearer ...`, `Basic ...`.
+_CREDENTIAL_IN_TEXT = re.compile(
+    r"(?P<name>[\w.-]*(?:token|key|secret|pass|pwd|auth|sig|credential|session|jwt|cookie)"
+    r"[\w.-]*)(?P<sep>\s*[=:]\s*)(?P<value>[^\s&;,)\]]+)"
+    r"|(?P<scheme>\b(?:Bearer|Basic)\s+)(?P<credential>[^\s,;)\]]+)",
+    re.IGNORECASE,
+)
 
 
 def is_sensitive_name(name: str) -> bool:
     return bool(_SENSITIVE_NAME.search(name))
 
 
+def is_shown_query_name(name: str) -> bool:
+    return unquote_plus(name).lower() in SHOWN_QUERY_NAMES
+
+
 def redact_url(url: str) -> str:
-    """`url` with its userinfo, fragment and sensitive query values replaced by `***`."""
+    """`url` with its userinfo, fragment and every query value not on the allow-list
+    replaced by `***`."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -36,7 +58,10 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{MASK}@{netloc.rpartition('@')[2]}"
-    query = "&".join(_redact_pair(pair) for pair in parts.query.split("&")) if parts.query else ""
+    query = "".join(  # each separator kept as sent
+        _redact_pair(piece) if i % 2 == 0 else piece
+        for i, piece in enumerate(re.split(r"([&;])", parts.query))
+    )
     fragment = MASK if parts.fragment else ""
     return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
 
@@ -51,10 +76,10 @@ def url_secrets(url: str) -> list[str]:
     if "@" in parts.netloc:
         userinfo = parts.netloc.rpartition("@")[0]
         found.update({userinfo, *userinfo.split(":", 1)})
-    for pair in parts.query.split("&"):
+    for pair in _QUERY_SEPARATOR.split(parts.query):
         name, sep, value = pair.partition("=")
-        if sep and is_sensitive_name(unquote_plus(name)):
-            found.add(value)
+        if not is_shown_query_name(name):
+            found.add(value if sep else name)  # a bare `?<token>` is a value too
     if parts.fragment:
         found.add(parts.fragment)
     decoded = {unquote_plus(s) for s in found}
@@ -71,9 +96,23 @@ def redact_text(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+def redact_reason(text: str, secrets: Iterable[str]) -> str:
+    """Free text from the upstream (a close reason): the known secrets, and anything shaped
+    like a credential (`token=...`, `Bearer ...`), masked."""
+
+    def mask(match: re.Match[str]) -> str:
+        if match.group("scheme"):
+            return f"{match.group('scheme')}{MASK}"
+        return f"{match.group('name')}{match.group('sep')}{MASK}"
+
+    return _CREDENTIAL_IN_TEXT.sub(mask, redact_text(text, secrets))
+
+
 def _redact_pair(pair: str) -> str:
-    name, sep, _ = pair.partition("=")
-    return f"{name}{sep}{MASK}" if sep and is_sensitive_name(unquote_plus(name)) else pair
+    name, sep, value = pair.partition("=")
+    if not sep:  # a bare name (`?debug`) has no value to hide... unless it is one
+        return pair if is_shown_query_name(name) or len(name) < _MIN_SECRET_LENGTH else MASK
+    return pair if is_shown_query_name(name) or not value else f"{name}{sep}{MASK}"
 
 
 class RedactingLogger(logging.LoggerAdapter[logging.Logger]):

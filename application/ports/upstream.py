@@ -1,6 +1,6 @@
 """The upstream connector port: open a stream of sequenced messages, resuming from a seq."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -25,7 +25,11 @@ class UpstreamStream(Protocol):
 
 
 class UpstreamConnector(Protocol):
-    def open(self, url: str, from_seq: int) -> AbstractAsyncContextManager[UpstreamStream]:
-        """Connect to `url` asking for messages from `from_seq` on (inclusive). Entering raises
-        UpstreamUnavailable or UpstreamRejected; leaving closes the connection."""
+    def open(
+        self, url: str, from_seq: int, addresses: Sequence[str]
+    ) -> AbstractAsyncContextManager[UpstreamStream]:
+        """Connect to `url` asking for messages from `from_seq` on (inclusive), at one of
+        `addresses` (the URL policy's vetted answer for the URL's host: an adapter that
+        reaches the network connects only to those, never resolving the host again). Entering
+        raises UpstreamUnavailable or UpstreamRejected; leaving closes the connection."""
         ...

@@ -15,6 +15,7 @@ so a stale owner never writes under an old fencing token.
 import asyncio
 import collections
 import logging
+import sys
 
 from application.errors import SinkUnavailable
 from application.ports.metrics import MESSAGES_INGESTED
@@ -31,29 +32,49 @@ class Fenced(Exception):
 
 
 class IngestBuffer:
-    """One session's share of the writer: its bound, its checkpoint, what is still pending."""
+    """One session's share of the writer: its bounds, its checkpoint, what is still pending.
+
+    Bounded in messages and in bytes (the memory the pending texts hold): 1,000 messages of
+    up to 1 MiB each would be a gigabyte per connection. A message larger than the byte bound
+    is still taken when nothing else is pending, so that it cannot stall the stream."""
 
     def __init__(
-        self, writer: "IngestWriter", lease: LeaseKeeper, checkpoint_seq: int, capacity: int
+        self,
+        writer: "IngestWriter",
+        lease: LeaseKeeper,
+        checkpoint_seq: int,
+        capacity: int,
+        capacity_bytes: int,
     ) -> None:
         self._writer = writer
         self.lease = lease
         self.checkpoint = checkpoint_seq  # highest seq durably stored
         self.next_seq = checkpoint_seq + 1  # the next seq the receive loop expects
         self.pending = 0
-        self._space = asyncio.Semaphore(capacity)
+        self.pending_bytes = 0
+        self._capacity = capacity
+        self._capacity_bytes = capacity_bytes
+        self._sizes: collections.deque[int] = collections.deque()  # per pending message
+        # Made only while put waits for room (most buffers never do): one object fewer each.
+        self._room: asyncio.Future[None] | None = None
 
     async def put(self, seq: int, data: str) -> None:
         """Queue one message for writing; waits while this session's buffer is full.
         Raises Fenced once the lease is not trusted."""
         if not self.lease.valid():
             raise Fenced
-        await self._space.acquire()
+        size = sys.getsizeof(data)
+        while self.pending and (
+            self.pending >= self._capacity or self.pending_bytes + size > self._capacity_bytes
+        ):
+            self._room = asyncio.get_running_loop().create_future()
+            await self._room
         if not self.lease.valid():
-            self._space.release()
             raise Fenced
         self.next_seq = seq + 1
         self.pending += 1
+        self.pending_bytes += size
+        self._sizes.append(size)
         self._writer.submit(self, seq, data)
 
     async def drain(self) -> None:
@@ -64,11 +85,14 @@ class IngestBuffer:
             raise Fenced
 
     def _settled(self, seq: int | None) -> None:
-        """The writer is done with one message: stored (its seq) or dropped (None)."""
+        """The writer is done with one message: stored (its seq) or dropped (None). Messages
+        of one buffer settle in the order they were put."""
         if seq is not None:
             self.checkpoint = seq
         self.pending -= 1
-        self._space.release()
+        self.pending_bytes -= self._sizes.popleft()
+        if self._room is not None and not self._room.done():
+            self._room.set_result(None)
 
 
 class IngestWriter:
@@ -82,7 +106,10 @@ class IngestWriter:
         self._backoff = Backoff(0.05, 2.0, ctx.rng)
 
     def buffer(self, lease: LeaseKeeper, checkpoint_seq: int) -> IngestBuffer:
-        return IngestBuffer(self, lease, checkpoint_seq, self._ctx.config.ingest_buffer_messages)
+        config = self._ctx.config
+        return IngestBuffer(
+            self, lease, checkpoint_seq, config.ingest_buffer_messages, config.ingest_buffer_bytes
+        )
 
     def submit(self, buffer: IngestBuffer, seq: int, data: str) -> None:
         lease = buffer.lease

@@ -124,8 +124,11 @@ class ConnectionSession:
         attempts = 0  # consecutive failures without a message received
         while True:
             try:
-                await ctx.url_policy.check(self.ws_url)  # again: DNS may have changed
-                async with ctx.upstream.open(self.ws_url, self.ingest.next_seq) as stream:
+                # Vetted again (DNS may have changed), and opened at the vetted addresses only.
+                target = await ctx.url_policy.vet(self.ws_url)
+                async with ctx.upstream.open(
+                    self.ws_url, self.ingest.next_seq, target.addresses
+                ) as stream:
                     self.upstream_open = True
                     try:
                         async for message in stream.messages():

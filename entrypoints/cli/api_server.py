@@ -3,8 +3,11 @@
 Everything between the bytes and the status code is the EventApi the Lambda handler uses:
 routes, validation, status codes, SSRF rules and error bodies are the same code. This module
 only turns a socket into an `HttpRequest` and an `HttpResponse` back into bytes, one request
-per connection (`Connection: close`). Requests are bounded in size and time; a body larger
-than the API's limit is answered 413 without being read; every handler task is owned and
+per connection (`Connection: close`), after the checks only a locally reachable server needs
+(Host, token, Content-Type: see api_perimeter.py). Requests are bounded in size and time (the
+request must arrive within READ_TIMEOUT_S of connecting, so idle sockets are closed); at most
+`max_connections` are served at once and more are answered 503 at once; a body larger than
+the API's limit is answered 413 without being read; every handler task is owned and
 cancelled on close.
 """
 
@@ -14,11 +17,14 @@ import logging
 import uuid
 
 from entrypoints.api import MAX_BODY_BYTES, EventApi, HttpRequest, HttpResponse
-from entrypoints.api.http import error_response
+from entrypoints.api.http import RETRY_AFTER_S, ApiError, error_response
+from entrypoints.cli.api_perimeter import ApiPerimeter
 
 log = logging.getLogger(__name__)
 
-REQUEST_TIMEOUT_S = 10.0
+REQUEST_TIMEOUT_S = 10.0  # reading, handling and answering one request
+READ_TIMEOUT_S = 5.0  # from connecting to the end of the request: an idle socket is closed
+DEFAULT_MAX_CONNECTIONS = 64
 MAX_HEADER_LINES = 100
 MAX_LINE_BYTES = 8192
 
@@ -33,10 +39,19 @@ class BadHttp(Exception):
 
 
 class LocalApiServer:
-    def __init__(self, api: EventApi, host: str, port: int) -> None:
+    def __init__(
+        self,
+        api: EventApi,
+        host: str,
+        port: int,
+        perimeter: ApiPerimeter | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
         self._api = api
         self._host = host
         self._port = port
+        self._perimeter = perimeter or ApiPerimeter.of(host)
+        self._max_connections = max_connections
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
 
@@ -67,14 +82,33 @@ class LocalApiServer:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._handlers.add(task)
         request_id = uuid.uuid4().hex
+        if len(self._handlers) >= self._max_connections:
+            # Answered without reading: the small reply fits the socket buffer, no wait.
+            busy = error_response(
+                503,
+                "service_unavailable",
+                f"more than {self._max_connections} open connections; retry later",
+                request_id,
+                {"Retry-After": str(RETRY_AFTER_S)},
+            )
+            writer.write(encode_response(busy, request_id))
+            writer.close()
+            return
+        self._handlers.add(task)
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT_S):
                 try:
-                    request = await read_request(reader, request_id)
+                    async with asyncio.timeout(READ_TIMEOUT_S):
+                        request, headers = await read_request(reader, request_id)
+                    self._perimeter.check(request.method, headers)
                 except BadHttp as exc:
                     response = error_response(exc.status, exc.code, str(exc), request_id)
+                except ApiError as exc:
+                    log.info("request refused %d: %s", exc.status, exc.message)
+                    response = error_response(
+                        exc.status, exc.code, exc.message, request_id, exc.headers
+                    )
                 else:
                     response = await self._api.handle(request)
                 await write_response(writer, response, request_id)
@@ -85,19 +119,24 @@ class LocalApiServer:
             writer.close()
 
 
-async def read_request(reader: asyncio.StreamReader, request_id: str) -> HttpRequest:
-    """Raises BadHttp, or asyncio.IncompleteReadError if the client hung up."""
+async def read_request(
+    reader: asyncio.StreamReader, request_id: str
+) -> tuple[HttpRequest, dict[str, str]]:
+    """The request and its headers (lower-case names; a repeated one keeps its first value).
+    Raises BadHttp, or asyncio.IncompleteReadError if the client hung up."""
     parts = (await _line(reader)).split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
         raise BadHttp(400, "invalid_request", "not an HTTP/1.x request line")
     method, target, _ = parts
     length = 0
+    headers: dict[str, str] = {}
     for _ in range(MAX_HEADER_LINES):
         line = await _line(reader)
         if not line:
             break
         name, _, value = line.partition(":")
         name = name.strip().lower()
+        headers.setdefault(name, value.strip())
         if name == "content-length":
             if not value.strip().isdigit():
                 raise BadHttp(400, "invalid_request", "Content-Length is not a number")
@@ -114,7 +153,7 @@ async def read_request(reader: asyncio.StreamReader, request_id: str) -> HttpReq
         )
     body = await reader.readexactly(length) if length else b""
     path = target.split("?", 1)[0]
-    return HttpRequest(method.upper(), path, body, request_id)
+    return HttpRequest(method.upper(), path, body, request_id), headers
 
 
 async def _line(reader: asyncio.StreamReader) -> str:
@@ -128,6 +167,11 @@ async def _line(reader: asyncio.StreamReader) -> str:
 async def write_response(
     writer: asyncio.StreamWriter, response: HttpResponse, request_id: str
 ) -> None:
+    writer.write(encode_response(response, request_id))
+    await writer.drain()
+
+
+def encode_response(response: HttpResponse, request_id: str) -> bytes:
     payload = response.encoded_body().encode("utf-8")
     headers = {
         **response.all_headers(),
@@ -142,5 +186,4 @@ async def write_response(
     head = f"HTTP/1.1 {response.status} {reason}\r\n" + "".join(
         f"{name}: {value}\r\n" for name, value in headers.items()
     )
-    writer.write((head + "\r\n").encode("latin-1") + payload)
-    await writer.drain()
+    return (head + "\r\n").encode("latin-1") + payload

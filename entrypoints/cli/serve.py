@@ -15,6 +15,7 @@ from application.errors import ConfigurationError
 from application.worker.worker import Worker
 from entrypoints.api import EventApi
 from entrypoints.chaos import chaos_faults
+from entrypoints.cli.api_perimeter import ApiPerimeter
 from entrypoints.cli.api_server import LocalApiServer
 from entrypoints.cli.backend import command_settings, open_backend
 from entrypoints.containers import provide
@@ -53,7 +54,16 @@ async def api(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     bind_globally(service=settings.service_name)
     async with open_backend(settings) as container:
         event_api: EventApi = await provide(container.core.api)
-        server = LocalApiServer(event_api, settings.api_host, settings.api_port)
+        perimeter = ApiPerimeter.of(
+            settings.api_host, settings.api_allowed_hosts, settings.api_token
+        )
+        server = LocalApiServer(
+            event_api,
+            settings.api_host,
+            settings.api_port,
+            perimeter,
+            settings.api_max_connections,
+        )
         try:
             await server.start()
         except OSError as exc:

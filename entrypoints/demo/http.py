@@ -12,7 +12,8 @@ TIMEOUT_S = 10.0
 
 def _call(method: str, url: str, body: Any) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
-    headers = {"Content-Type": "application/json"} if data is not None else {}
+    # Every command says JSON, a bodyless STOP too: the local API refuses others (415).
+    headers = {"Content-Type": "application/json"}
     request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:

@@ -41,6 +41,9 @@ class Settings:
     gc_thresholds: str
     api_host: str
     api_port: int
+    api_allowed_hosts: tuple[str, ...]
+    api_token: str | None = attrs.field(repr=False)  # a secret: never in a repr or a log
+    api_max_connections: int
     region: str | None
     aws_endpoint_url: str | None
     connections_table: str
@@ -85,7 +88,8 @@ def load_settings(environ: Mapping[str, str] | None = None, *, aws: bool | None 
             try:
                 value = setting.kind.parse(raw.strip())
             except ValueError as exc:
-                problems.append(f"{setting.name}={_show(raw)}: {exc}")
+                shown = "(hidden)" if setting.secret else _show(raw)
+                problems.append(f"{setting.name}={shown}: {exc}")
                 continue
             problems += _field_problems(setting, value, raw)
         (worker if setting.worker_config else values)[setting.field] = value

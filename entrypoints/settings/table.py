@@ -42,6 +42,7 @@ class Setting:
     meaning: str
     used_by: frozenset[str] = frozenset({WORKER})
     worker_config: bool = False  # True: a WorkerConfig field
+    secret: bool = False  # True: its value is never echoed (start-up errors say "(hidden)")
 
 
 # Not SQS's 30 s default: see the meaning of WSFLEET_HINT_VISIBILITY_TIMEOUT_S below.
@@ -62,8 +63,9 @@ def _s(
     default: Any,
     meaning: str,
     used_by: frozenset[str] = frozenset({WORKER}),
+    secret: bool = False,
 ) -> Setting:
-    return Setting(PREFIX + name, field, kind, default, meaning, used_by)
+    return Setting(PREFIX + name, field, kind, default, meaning, used_by, secret=secret)
 
 
 _PROCESS = (
@@ -141,6 +143,36 @@ _PROCESS = (
         Number(integer=True, minimum=0, maximum=65535),
         8000,
         "Port of the local event API (`wsfleet api`); 0 picks a free one (printed at start).",
+        frozenset({ROUTER}),
+    ),
+    _s(
+        "API_ALLOWED_HOSTS",
+        "api_allowed_hosts",
+        Names(Text(r"[0-9A-Za-z.:\[\]-]{1,255}", "host name or address")),
+        (),
+        "Host names the local event API answers besides its bound address, `localhost`, "
+        "`127.0.0.1` and `[::1]` (the `Host` header, port ignored); any other is refused 421, "
+        "so a web page cannot reach the API through DNS rebinding. The Lambda router ignores it.",
+        frozenset({ROUTER}),
+    ),
+    _s(
+        "API_TOKEN",
+        "api_token",
+        OrNone(Text(r"[!-~]{16,256}", "16-256 printable characters, no spaces")),
+        None,
+        "If set, the local event API requires `Authorization: Bearer <token>` on every request "
+        "(401 otherwise; compared in constant time). The Lambda router ignores it (API Gateway "
+        "checks IAM). Never shown in errors or logs.",
+        frozenset({ROUTER}),
+        secret=True,
+    ),
+    _s(
+        "API_MAX_CONNECTIONS",
+        "api_max_connections",
+        Number(integer=True, minimum=1, maximum=10000),
+        64,
+        "Open connections the local event API serves at once; more are answered 503 and "
+        "closed. A client must send its request within 5 s of connecting.",
         frozenset({ROUTER}),
     ),
 )
@@ -406,6 +438,11 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
     "ingest_buffer_messages": (
         Number(integer=True, minimum=1),
         "Messages buffered per connection before reading pauses (back-pressure).",
+    ),
+    "ingest_buffer_bytes": (
+        Number(integer=True, minimum=1),
+        "Bytes of messages (in memory) buffered per connection before reading pauses; one "
+        "message larger than this is still taken when the buffer is empty.",
     ),
     "ingest_flush_interval_s": (_SECONDS, "Longest wait before buffered messages are written."),
     "metrics_interval_s": (_SECONDS, "Seconds between metric publications."),

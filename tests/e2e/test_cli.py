@@ -34,7 +34,8 @@ LOCAL_URL = "ws://127.0.0.1:9/stream/feed"
 
 def http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
+    headers = {"Content-Type": "application/json"}
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())

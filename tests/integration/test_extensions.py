@@ -70,7 +70,7 @@ async def test_example_hook_subscribes_and_parses_through_the_connector(
     async with UpstreamSimulator(rate=200.0) as simulator:
         simulator.create_stream("m1")
         seqs = []
-        async with upstream.open(simulator.url("m1"), 5) as stream:
+        async with upstream.open(simulator.url("m1"), 5, ["127.0.0.1"]) as stream:
             async for item in stream.messages():
                 seqs.append(item.seq)
                 if len(seqs) == 3:

@@ -369,16 +369,46 @@ def test_internal_upstreams_are_refused_by_default(api: RouterUnderTest, url: st
     assert api.nothing_written()
 
 
+def test_a_refusal_body_shows_neither_resolved_addresses_nor_resolver_text(
+    api: RouterUnderTest,
+) -> None:
+    """A caller learns that the URL is refused, not where names point inside the network."""
+    api.configure(ALLOW_PRIVATE_UPSTREAMS="false")
+
+    internal = api("POST", "/events", start_event(url="ws://localhost/stream/x"))
+    unknown = api("POST", "/events", start_event(url="ws://no-such-host.invalid/x"))
+
+    assert internal.body["message"] == "host 'localhost' resolves to an internal address; " + (
+        "set the allow-private setting only for local development"
+    )
+    assert unknown.body["message"] == "host 'no-such-host.invalid' does not resolve"
+
+
+@pytest.mark.parametrize(
+    "url", ["ws://169.254.169.254/latest/meta-data", "ws://2852039166/", "ws://[fd00:ec2::254]/"]
+)
+def test_metadata_upstreams_are_refused_even_with_private_ones_allowed(
+    api: RouterUnderTest, url: str
+) -> None:
+    api.configure(ALLOW_PRIVATE_UPSTREAMS="true")
+
+    reply = api("POST", "/events", start_event(url=url))
+
+    assert (reply.status, reply.body["error"]) == (400, "forbidden_url")
+    assert api.nothing_written()
+
+
 def test_loopback_is_allowed_with_the_setting(api: RouterUnderTest) -> None:
     api.configure(ALLOW_PRIVATE_UPSTREAMS="true")
     assert api("POST", "/events", start_event(url="ws://127.0.0.1:8765/stream/x")).status == 202
 
 
 def test_allow_list_refuses_other_hosts(api: RouterUnderTest) -> None:
-    api.configure(ALLOWED_UPSTREAM_HOSTS="feeds.internal,.example.test")
+    # An allowed name must still resolve (to vet its addresses): localhost does, offline.
+    api.configure(ALLOWED_UPSTREAM_HOSTS="feeds.internal,localhost")
 
     refused = api("POST", "/events", start_event(url="ws://127.0.0.1/x"))
-    allowed = api("POST", "/events", start_event(cid="m2", url="ws://a.example.test/x"))
+    allowed = api("POST", "/events", start_event(cid="m2", url="ws://localhost/x"))
 
     assert refused.status == 400
     assert "not in the allowed upstream hosts" in refused.body["message"]

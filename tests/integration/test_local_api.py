@@ -1,6 +1,6 @@
 """The local event API (`wsfleet api`) over real sockets, on the embedded backend: the Lambda
 router's answers (the same EventApi) behind a plain HTTP/1.1 server, and what only the server
-decides (framing, oversized and malformed requests)."""
+decides (framing, oversized and malformed requests, Host, token, Content-Type, open sockets)."""
 
 import asyncio
 import json
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from entrypoints.api import MAX_BODY_BYTES, EventApi
+from entrypoints.cli.api_perimeter import ApiPerimeter
 from entrypoints.cli.api_server import LocalApiServer
 from entrypoints.containers import provide, shutdown
 from entrypoints.embedded import EmbeddedContainer
@@ -49,10 +50,22 @@ async def exchange(server: LocalApiServer, raw: bytes) -> tuple[int, dict[str, s
 
 
 async def call(
-    server: LocalApiServer, method: str, path: str, body: Any = None
+    server: LocalApiServer,
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: dict[str, str | None] | None = None,
 ) -> tuple[int, dict[str, str], Any]:
+    """A request as a well-behaved client sends it; `headers` adds to or replaces (None
+    value: removes) the defaults."""
     payload = b"" if body is None else json.dumps(body).encode()
-    raw = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(payload)}\r\n\r\n"
+    sent: dict[str, str | None] = {
+        "Host": f"127.0.0.1:{server.port}",
+        "Content-Type": "application/json",
+    }
+    sent.update(headers or {})
+    head = "".join(f"{name}: {value}\r\n" for name, value in sent.items() if value is not None)
+    raw = f"{method} {path} HTTP/1.1\r\n{head}Content-Length: {len(payload)}\r\n\r\n"
     return await exchange(server, raw.encode() + payload)
 
 
@@ -100,7 +113,8 @@ async def test_internal_upstreams_are_refused_by_default(server: LocalApiServer)
 
 @pytest.mark.parametrize("server", [True], indirect=True, ids=["allow-private"])
 async def test_an_oversized_body_is_refused_413_before_it_is_read(server: LocalApiServer) -> None:
-    raw = f"POST /events HTTP/1.1\r\nContent-Length: {MAX_BODY_BYTES + 1}\r\n\r\n".encode()
+    head = f"POST /events HTTP/1.1\r\nHost: localhost\r\nContent-Length: {MAX_BODY_BYTES + 1}"
+    raw = f"{head}\r\n\r\n".encode()
 
     status, _, body = await exchange(server, raw)  # no body sent: the answer must not wait
 
@@ -125,3 +139,137 @@ async def test_malformed_requests_are_answered_400(server: LocalApiServer, raw: 
     assert status == 400
     assert body["error"] == "invalid_request"
     assert "X-Request-Id" in headers
+
+
+# --- the local perimeter: what API Gateway's IAM auth does for the Lambda router -------------
+
+
+@pytest.fixture
+async def guarded(tmp_path: Path) -> AsyncIterator[LocalApiServer]:
+    """An API with a token, an extra allowed name and room for 3 connections."""
+    container = EmbeddedContainer(
+        settings=load_settings(
+            {"WSFLEET_DATA_DIR": str(tmp_path), "WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true"}
+        )
+    )
+    api: EventApi = await provide(container.core.api)
+    perimeter = ApiPerimeter.of("127.0.0.1", ["api.internal.example"], TOKEN)
+    local = LocalApiServer(api, "127.0.0.1", 0, perimeter, max_connections=3)
+    await local.start()
+    try:
+        yield local
+    finally:
+        await local.close()
+        await shutdown(container)
+
+
+TOKEN = "t0ken-of-sixteen-chars"
+AUTH: dict[str, str | None] = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.mark.parametrize("server", [True], indirect=True, ids=["allow-private"])
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
+)
+async def test_a_command_that_is_not_declared_json_is_refused_415_and_changes_nothing(
+    server: LocalApiServer, content_type: str | None
+) -> None:
+    """A web page can POST these across sites without a preflight; never JSON."""
+    start_status, _, body = await call(
+        server, "POST", "/events", start("feed"), {"Content-Type": content_type}
+    )
+    stop_status, _, _ = await call(
+        server, "POST", "/connections/feed/stop", None, {"Content-Type": content_type}
+    )
+    read, _, _ = await call(server, "GET", "/connections/feed", None, {"Content-Type": None})
+
+    assert (start_status, stop_status, body["error"]) == (415, 415, "unsupported_media_type")
+    assert read == 404  # nothing was started; a GET needs no Content-Type
+
+
+@pytest.mark.parametrize("server", [True], indirect=True, ids=["allow-private"])
+async def test_json_with_a_charset_is_json(server: LocalApiServer) -> None:
+    status, _, _ = await call(
+        server,
+        "POST",
+        "/events",
+        start("feed"),
+        {"Content-Type": "Application/JSON; charset=utf-8"},
+    )
+    assert status == 202
+
+
+@pytest.mark.parametrize("server", [True], indirect=True, ids=["allow-private"])
+@pytest.mark.parametrize("host", ["localhost:8000", "127.0.0.1", "[::1]:8000", "LOCALHOST."])
+async def test_the_bound_and_loopback_names_are_answered(server: LocalApiServer, host: str) -> None:
+    assert (await call(server, "GET", "/connections/x", None, {"Host": host}))[0] == 404
+
+
+@pytest.mark.parametrize("server", [True], indirect=True, ids=["allow-private"])
+@pytest.mark.parametrize(
+    ("host", "status"), [("attacker.example:8000", 421), ("127.0.0.1.nip.io", 421), (None, 400)]
+)
+async def test_a_foreign_or_missing_host_is_refused_before_anything_is_done(
+    server: LocalApiServer, host: str | None, status: int
+) -> None:
+    """DNS rebinding: the attacker's name now points at 127.0.0.1, but the browser still
+    sends it in Host."""
+    refused, _, body = await call(server, "POST", "/events", start("feed"), {"Host": host})
+    read, _, _ = await call(server, "GET", "/connections/feed")
+
+    assert refused == status
+    assert body["error"] in ("misdirected_request", "invalid_request")
+    assert read == 404
+
+
+async def test_a_configured_name_is_answered(guarded: LocalApiServer) -> None:
+    headers = {"Host": "API.internal.example:443", **AUTH}
+    assert (await call(guarded, "GET", "/connections/x", None, headers))[0] == 404
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "Bearer wrong-token-of-sixteen", f"Basic {TOKEN}", f"Bearer {TOKEN}x", "Bearer"],
+)
+async def test_with_a_token_every_request_needs_it(
+    guarded: LocalApiServer, authorization: str | None
+) -> None:
+    status, headers, body = await call(
+        guarded, "POST", "/events", start("feed"), {"Authorization": authorization}
+    )
+    read, _, _ = await call(guarded, "GET", "/connections/feed", None, {"Authorization": None})
+    allowed, _, _ = await call(guarded, "GET", "/connections/feed", None, AUTH)
+
+    assert (status, body["error"]) == (401, "unauthorized")
+    assert headers["WWW-Authenticate"].startswith("Bearer")
+    assert TOKEN not in json.dumps(body)
+    assert (read, allowed) == (401, 404)  # nothing was started
+
+
+async def test_the_right_token_is_accepted(guarded: LocalApiServer) -> None:
+    status, _, _ = await call(guarded, "POST", "/events", start("feed"), AUTH)
+    assert status == 202
+
+
+async def test_open_connections_are_capped_and_idle_ones_do_not_hold_a_slot(
+    guarded: LocalApiServer,
+) -> None:
+    """Three silent sockets fill the API; a fourth is answered 503 at once; a real request
+    is served again once the idle ones are closed."""
+    idle = [await asyncio.open_connection("127.0.0.1", guarded.port) for _ in range(3)]
+    await asyncio.sleep(0.2)  # let the server accept them
+
+    busy, headers, body = await exchange(guarded, b"")
+
+    assert (busy, body["error"], headers["Retry-After"]) == (503, "service_unavailable", "2")
+    for _, writer in idle:
+        writer.close()
+    await asyncio.sleep(0.2)
+    assert (await call(guarded, "GET", "/connections/x", None, AUTH))[0] == 404
+
+
+async def test_an_idle_socket_is_closed_by_the_server(guarded: LocalApiServer) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", guarded.port)
+    async with asyncio.timeout(10):  # READ_TIMEOUT_S is 5 s
+        assert await reader.read() == b""  # closed without an answer
+    writer.close()

@@ -22,7 +22,7 @@ async def test_leaving_with_unread_messages_queued_disconnects_at_once(
     """GIVEN a stream read once, then left unread until the receive queue is full, WHEN the
     context is left, THEN the upstream sees the subscriber leave, with a clean close."""
     async with asyncio.timeout(5):
-        async with WebSocketConnector(PATIENT).open(simulator.url("a"), 1) as stream:
+        async with WebSocketConnector(PATIENT).open(simulator.url("a"), 1, ["127.0.0.1"]) as stream:
             await anext(stream.messages())
             await asyncio.sleep(0.3)  # 100 messages/s: far more than the 4-frame queue
         await simulator.wait_for_subscribers("a", 0)
@@ -38,7 +38,7 @@ async def test_a_close_interrupted_by_cancellation_still_disconnects_at_once(
     leaving = asyncio.Event()
 
     async def session() -> None:
-        async with WebSocketConnector(PATIENT).open(simulator.url("b"), 1) as stream:
+        async with WebSocketConnector(PATIENT).open(simulator.url("b"), 1, ["127.0.0.1"]) as stream:
             await anext(stream.messages())
             await asyncio.sleep(0.3)
             leaving.set()

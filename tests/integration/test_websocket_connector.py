@@ -24,13 +24,15 @@ from tests.support.tls import make_tls_files
 
 __all__ = ["simulator"]
 
+LOOPBACK = ("127.0.0.1",)  # what the URL policy vets for the simulator's URLs
+
 
 async def read(
     connector: UpstreamConnector, url: str, from_seq: int, count: int
 ) -> list[UpstreamMessage]:
     """The first `count` messages from `from_seq` on (fewer if the stream ends)."""
     received: list[UpstreamMessage] = []
-    async with connector.open(url, from_seq) as stream:
+    async with connector.open(url, from_seq, LOOPBACK) as stream:
         async for message in stream.messages():
             received.append(message)
             if len(received) == count:
@@ -72,7 +74,7 @@ async def test_server_dropping_the_connection_raises_unavailable_and_reopen_resu
     received: list[UpstreamMessage] = []
 
     async def read_until_dropped() -> None:
-        async with connector.open(url, 1) as stream:
+        async with connector.open(url, 1, LOOPBACK) as stream:
             async for message in stream.messages():
                 received.append(message)
                 if message.seq == 3:
@@ -98,7 +100,7 @@ async def test_end_stream_delivers_everything_due_then_ends_the_iterator(
 ) -> None:
     connector = WebSocketConnector()
     received: list[UpstreamMessage] = []
-    async with connector.open(simulator.url("end"), 1) as stream:
+    async with connector.open(simulator.url("end"), 1, LOOPBACK) as stream:
         async for message in stream.messages():
             received.append(message)
             if message.seq == 2:
@@ -109,7 +111,7 @@ async def test_end_stream_delivers_everything_due_then_ends_the_iterator(
 
 async def test_server_going_away_is_unavailable_not_an_end(simulator: UpstreamSimulator) -> None:
     async def read_until_restart() -> None:
-        async with WebSocketConnector().open(simulator.url("restart"), 1) as stream:
+        async with WebSocketConnector().open(simulator.url("restart"), 1, LOOPBACK) as stream:
             async for message in stream.messages():
                 if message.seq == 2:
                     await simulator.stop()  # closes subscribers with 1001 going away

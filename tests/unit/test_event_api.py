@@ -64,7 +64,11 @@ async def test_store_outage_is_503_with_retry_after_and_no_details(api: Api) -> 
     api.store.outage = True
     for method, path, body in [
         ("GET", "/connections/c1", None),
-        ("POST", "/events", {"event_type": "START", "connection_id": "c1", "ws_url": "ws://h/"}),
+        (
+            "POST",
+            "/events",
+            {"event_type": "START", "connection_id": "c1", "ws_url": "ws://127.0.0.1/"},
+        ),
     ]:
         status, body_, headers = await api(method, path, body)
         assert status == 503

@@ -141,3 +141,14 @@ def test_error_message_lists_each_problem_on_its_own_line() -> None:
         "  WSFLEET_LEASE_MS='x': expected integer >= 1000",
         "  WSFLEET_POLL_BATCH='0': expected integer 1..10",
     ]
+
+
+def test_the_api_token_is_never_echoed() -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings({"WSFLEET_API_TOKEN": "tooshort-secret"})
+    settings = load_settings({"WSFLEET_API_TOKEN": "long-enough-secret-value"})
+
+    assert "WSFLEET_API_TOKEN=(hidden)" in str(refused.value)
+    assert "tooshort-secret" not in str(refused.value)
+    assert settings.api_token == "long-enough-secret-value"
+    assert "long-enough-secret-value" not in repr(settings)

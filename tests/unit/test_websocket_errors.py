@@ -89,3 +89,18 @@ def test_a_client_initiated_1000_is_not_an_end_of_stream() -> None:
     error = closed_error(closed(1000, 1000, rcvd_first=False), URL, NORMAL, frozenset())
 
     assert isinstance(error, UpstreamUnavailable)
+
+
+def test_a_close_reason_never_repeats_a_secret() -> None:
+    """The upstream writes the close reason: it may echo the URL's token, a header's
+    credential, or a credential of its own shape."""
+    url = "wss://feed.example.com/s?k=urlsecret1&from_seq=7"
+    reason = "denied k=urlsecret1 with Bearer hdr-secret-99, retry with api_key=other-777"
+    exc = ConnectionClosedError(Close(4401, reason), None)
+
+    error = closed_error(exc, url, NORMAL, DEFAULT_REJECTED_CLOSE_CODES, ["hdr-secret-99"])
+
+    assert error is not None
+    for secret in ("urlsecret1", "hdr-secret-99", "other-777"):
+        assert secret not in str(error)
+    assert "from_seq=7" in str(error)

@@ -5,17 +5,23 @@ import logging
 import pytest
 
 from adapters.websocket import parse_json_message, redact_url, with_resume
-from adapters.websocket.redact import RedactingLogger, redact_text, url_secrets
+from adapters.websocket.redact import RedactingLogger, redact_reason, redact_text, url_secrets
 from application.ports import UpstreamMessage
 
 
 @pytest.mark.parametrize(
     ("url", "redacted"),
     [
-        ("wss://h/s?room=1", "wss://h/s?room=1"),
+        ("wss://h/s?from_seq=12&format=pcm", "wss://h/s?from_seq=12&format=pcm"),
         ("wss://user:pw@h:443/s", "wss://***@h:443/s"),
         ("wss://tok@h/s", "wss://***@h/s"),
-        ("wss://h/s?token=abc&room=1", "wss://h/s?token=***&room=1"),
+        ("wss://h/s?token=abc&from_seq=1", "wss://h/s?token=***&from_seq=1"),
+        # Names nobody could list as secret are masked too: only the allow-list is shown.
+        ("wss://h/s?k=s3cr3t&meeting_pin=991&room=1", "wss://h/s?k=***&meeting_pin=***&room=***"),
+        # `;` separates parameters as `&` does: the value after it is masked, separators kept.
+        ("wss://h/s?from_seq=1;token=abc&v=2", "wss://h/s?from_seq=1;token=***&v=2"),
+        ("wss://h/s?FROM_SEQ=1;x=abcd", "wss://h/s?FROM_SEQ=1;x=***"),
+        ("wss://h/s?abcdefgh1234", "wss://h/s?***"),  # a bare value is a value
         (
             "wss://h/s?api_key=a&X-Amz-Signature=b&X-Amz-Security-Token=c&password=d&auth=e",
             "wss://h/s?api_key=***&X-Amz-Signature=***&X-Amz-Security-Token=***&password=***&auth=***",
@@ -26,6 +32,28 @@ from application.ports import UpstreamMessage
 )
 def test_redact_url_masks_userinfo_and_credential_params(url: str, redacted: str) -> None:
     assert redact_url(url) == redacted
+
+
+def test_url_secrets_include_every_value_off_the_allow_list_after_either_separator() -> None:
+    secrets = url_secrets("wss://h/s?from_seq=12345&room=4567;k=s3cr3t&sig=a%2Bb%3Dcc")
+
+    assert set(secrets) == {"4567", "s3cr3t", "a%2Bb%3Dcc", "a+b=cc"}
+
+
+@pytest.mark.parametrize(
+    ("reason", "redacted"),
+    [
+        ("bad token abcd1234 for room", "bad token *** for room"),  # a known secret
+        ("auth failed: api_key=zz9988 expired", "auth failed: api_key=*** expired"),
+        ("invalid session_token: q1w2e3r4", "invalid session_token: ***"),
+        ("expected Bearer eyJhbGciOi.x.y", "expected Bearer ***"),
+        ("stream ended", "stream ended"),
+    ],
+)
+def test_redact_reason_masks_known_secrets_and_credential_shapes(
+    reason: str, redacted: str
+) -> None:
+    assert redact_reason(reason, ["abcd1234"]) == redacted
 
 
 def test_redact_text_masks_raw_and_decoded_secrets() -> None:

@@ -223,6 +223,24 @@ def test_every_log_line_is_one_json_object_with_extras_and_bound_context() -> No
     assert "ValueError: boom" in second["exception"]
 
 
+def test_no_character_in_a_logged_value_can_split_the_line() -> None:
+    """Upstream text reaches the logs: U+2028/U+2029/U+0085 written raw would be line breaks
+    to JavaScript readers and str.splitlines, so one value could forge a second record."""
+    forged = 'caf\u00e9\u2028{"level": "INFO"}\u2029y\u0085z\x9b'
+    stream = io.StringIO()
+    with preserved_logging():
+        setup_logging("INFO", stream)
+        logging.getLogger("application.x").warning("got %s", forged, extra={"reason": forged})
+
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1
+    assert "\\u2028" in lines[0]
+    assert "\\u0085" in lines[0]
+    record = json.loads(lines[0])
+    assert (record["message"], record["reason"]) == (f"got {forged}", forged)
+    assert "café" in lines[0]  # other text stays readable
+
+
 def test_gc_thresholds_are_applied_from_the_setting_and_python_keeps_cpythons() -> None:
     import gc
 
