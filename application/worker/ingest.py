@@ -17,7 +17,7 @@ import collections
 import logging
 
 from application.errors import SinkUnavailable
-from application.ports.metrics import MESSAGES_INGESTED
+from application.ports.metrics import INGEST_LAG_MS, MESSAGES_INGESTED, SINK_ERRORS
 from application.ports.sink import StoredMessage
 from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
@@ -133,6 +133,7 @@ class IngestWriter:
                 await self._ctx.sink.write([message for _, message in batch])
             except SinkUnavailable as exc:
                 attempt += 1
+                self._ctx.metrics.count(SINK_ERRORS)
                 log.warning("sink write of %d failed (attempt %d): %s", len(batch), attempt, exc)
                 await self._ctx.clock.sleep(self._backoff.delay(attempt))
                 kept = [(b, m) for b, m in batch if b.lease.valid()]
@@ -141,7 +142,9 @@ class IngestWriter:
                         buffer._settled(None)
                 batch = kept
                 continue
+            stored_at_ms = self._ctx.clock.now_ms()
             for buffer, message in batch:
                 buffer._settled(message.seq)
+                self._ctx.metrics.timing(INGEST_LAG_MS, stored_at_ms - message.received_at_ms)
             self._ctx.metrics.count(MESSAGES_INGESTED, len(batch))
             return

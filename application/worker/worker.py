@@ -26,6 +26,7 @@ from application.worker.context import WorkerContext
 from application.worker.ingest import IngestWriter
 from application.worker.loops import (
     Heartbeats,
+    measure_loop_lag,
     poll_queue,
     publish_metrics,
     reconcile,
@@ -108,6 +109,7 @@ class Worker:
             ("reconcile", reconcile),
             ("desired_state", watch_desired_states),
             ("metrics", publish_metrics),
+            ("loop_lag", measure_loop_lag),
         ):
             self._loops[name] = asyncio.create_task(
                 loop(ctx, self.sessions, self._beats), name=f"{name}:{ctx.worker_id}"
