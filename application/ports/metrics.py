@@ -33,6 +33,7 @@ UPSTREAM_GIVE_UPS = "UpstreamGiveUps"
 MALFORMED_HINTS = "MalformedHints"
 SELF_FENCES = "SelfFences"
 LOOP_LAG_MS = "EventLoopLagMs"
+HOLDING_WITHOUT_STORING_S = "SecondsHoldingWithoutStoring"
 
 
 class Kind(enum.Enum):
@@ -69,6 +70,13 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec(MALFORMED_HINTS, Kind.COUNTER, "Queue hints dropped as malformed."),
     MetricSpec(SELF_FENCES, Kind.COUNTER, "Sessions ended because their lease ran out of trust."),
     MetricSpec(LOOP_LAG_MS, Kind.TIMING, "How late the event loop wakes a timer (loop lag)."),
+    # Its Maximum over the service is the worst worker's: the alarm on a worker that holds
+    # connections yet stores nothing needs no per-task dimension.
+    MetricSpec(
+        HOLDING_WITHOUT_STORING_S,
+        Kind.GAUGE,
+        "Seconds this worker has held connections without storing a message (0: holds none).",
+    ),
 )
 
 

@@ -80,6 +80,7 @@ class IngestWriter:
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()  # one batch in flight at a time keeps per-connection order
         self._backoff = Backoff(0.05, 2.0, ctx.rng)
+        self.stored = 0  # messages written since start (the metrics loop watches it move)
 
     def buffer(self, lease: LeaseKeeper, checkpoint_seq: int) -> IngestBuffer:
         return IngestBuffer(self, lease, checkpoint_seq, self._ctx.config.ingest_buffer_messages)
@@ -147,4 +148,5 @@ class IngestWriter:
                 buffer._settled(message.seq)
                 self._ctx.metrics.timing(INGEST_LAG_MS, stored_at_ms - message.received_at_ms)
             self._ctx.metrics.count(MESSAGES_INGESTED, len(batch))
+            self.stored += len(batch)
             return

@@ -9,12 +9,14 @@ from application.aio import wait_or_timeout
 from application.errors import ApplicationError
 from application.ports.metrics import (
     ACTIVE_CONNECTIONS,
+    HOLDING_WITHOUT_STORING_S,
     LOOP_LAG_MS,
     MALFORMED_HINTS,
     ORPHANS_FOUND,
     STORE_ERRORS,
 )
 from application.worker.context import WorkerContext
+from application.worker.ingest import IngestWriter
 from application.worker.session import SessionEnd
 from application.worker.sessions import Sessions
 from domain import NO_OWNER, DesiredState
@@ -154,9 +156,16 @@ async def watch_desired_states(ctx: WorkerContext, sessions: Sessions, beats: He
                 sessions.stop(cid, SessionEnd.STOPPED)
 
 
-async def publish_metrics(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -> None:
+async def publish_metrics(
+    ctx: WorkerContext, sessions: Sessions, beats: Heartbeats, *, writer: IngestWriter
+) -> None:
+    stored, quiet_since = writer.stored, ctx.clock.monotonic()
     while True:
+        now = ctx.clock.monotonic()
+        if writer.stored != stored or not len(sessions):
+            stored, quiet_since = writer.stored, now
         ctx.metrics.gauge(ACTIVE_CONNECTIONS, len(sessions))
+        ctx.metrics.gauge(HOLDING_WITHOUT_STORING_S, now - quiet_since)
         await ctx.metrics.flush()
         beats.last["metrics"] = ctx.clock.monotonic()
         await ctx.clock.sleep(ctx.config.metrics_interval_s)

@@ -108,7 +108,7 @@ class Worker:
             ("poll", functools.partial(poll_queue, draining=self._draining)),
             ("reconcile", reconcile),
             ("desired_state", watch_desired_states),
-            ("metrics", publish_metrics),
+            ("metrics", functools.partial(publish_metrics, writer=self.ingest)),
             ("loop_lag", measure_loop_lag),
         ):
             self._loops[name] = asyncio.create_task(
