@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test lint typecheck layers unit contract integration e2e demo bench chaos lambda-zip checkov clean
+.PHONY: install test lint typecheck layers unit contract integration e2e demo bench chaos lambda-zip checkov terraform clean
 
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
@@ -28,6 +28,12 @@ $(CHECKOV_STAMP): infra/checkov-requirements.txt
 
 checkov: $(CHECKOV_STAMP)
 	CKV_SKIP_PACKAGE_UPDATE_CHECK=true $(CHECKOV_VENV)/bin/checkov -d infra --framework terraform --quiet --compact --skip-download
+
+# infra/ checked by Terraform itself, offline (part of `make test` too): fmt, validate, and
+# `terraform test` on a mocked AWS provider. Needs terraform >= 1.7 and the hashicorp/aws
+# provider in a local plugin directory (tests/infra/test_terraform_tests.py says where).
+terraform: $(STAMP)
+	$(BIN)/python -m pytest tests/infra/test_terraform_tests.py $(PYTEST_ARGS)
 
 # The router's Lambda package: its code and runtime dependencies only (see docs/deploy.md).
 lambda-zip: $(STAMP)
@@ -74,4 +80,4 @@ chaos: $(STAMP)
 	CHAOS_MINUTES=$(CHAOS_MINUTES) $(BIN)/python -m pytest tests/chaos --soak -m soak $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info infra/.terraform.lock.hcl

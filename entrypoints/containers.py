@@ -40,6 +40,7 @@ from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
 from entrypoints.api import EventApi
 from entrypoints.extensions import user_hook, user_sink
+from entrypoints.metrics import TeeMetrics, prometheus_metrics
 from entrypoints.settings import Settings
 
 
@@ -200,12 +201,15 @@ class AwsContainer(containers.DeclarativeContainer):
         ),
         custom=providers.Resource(user_sink, settings),
     )
-    metrics = providers.Singleton(
+    cloudwatch_metrics = providers.Singleton(
         CloudWatchMetrics,
         cloudwatch,
         namespace=settings.provided.metrics_namespace,
         service_name=settings.provided.service_name,
     )
+    # Scraped at the health port's /metrics (entrypoints/worker/health.py).
+    prometheus = providers.Singleton(prometheus_metrics, "aws")
+    metrics = providers.Singleton(TeeMetrics, cloudwatch_metrics, prometheus)
     upstream = providers.Singleton(
         WebSocketConnector,
         options=providers.Callable(websocket_options, settings),

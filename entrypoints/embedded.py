@@ -8,7 +8,8 @@ worker are exactly the ones that run on AWS. Here the ports are:
   log and the hint queue; WAL mode, shared by every process of the host);
 - sink: SQLite, `<WSFLEET_DATA_DIR>/messages.sqlite` (a file of its own, so the bulk of the
   writes never delays a lease renewal), or the team's own sink (WSFLEET_MESSAGE_SINK);
-- metrics: one JSON log line per flush (adapters/jsonlog);
+- metrics: one JSON log line per flush (adapters/jsonlog), and Prometheus at the health
+  port's `/metrics` (adapters/prometheus);
 - upstream: the WebSocket connector.
 
 The data directory must exist when the adapters open (the CLI creates it for commands that
@@ -30,6 +31,7 @@ from adapters.websocket import WebSocketConnector
 from application.ports import Clock, MessageSink
 from entrypoints.containers import CoreContainer, websocket_options
 from entrypoints.extensions import user_hook, user_sink
+from entrypoints.metrics import TeeMetrics, prometheus_metrics
 from entrypoints.settings import Settings
 
 STATE_FILE = "wsfleet.sqlite"
@@ -82,7 +84,9 @@ class EmbeddedContainer(containers.DeclarativeContainer):
         default=providers.Resource(sqlite_sink, settings),
         custom=providers.Resource(user_sink, settings),
     )
-    metrics = providers.Singleton(JsonLogMetrics)
+    # Scraped at the health port's /metrics (entrypoints/worker/health.py).
+    prometheus = providers.Singleton(prometheus_metrics, "embedded")
+    metrics = providers.Singleton(TeeMetrics, providers.Singleton(JsonLogMetrics), prometheus)
     upstream = providers.Singleton(
         WebSocketConnector,
         options=providers.Callable(websocket_options, settings),

@@ -18,7 +18,7 @@ from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.logging_setup import bind_globally, setup_logging
 from entrypoints.settings import Settings, load_settings
 from entrypoints.worker.gc_tuning import tune_gc
-from entrypoints.worker.health import HealthServer
+from entrypoints.worker.health import HealthServer, Scrape
 from entrypoints.worker.identity import new_worker_id
 from entrypoints.worker.signals import ShutdownSignals
 
@@ -56,18 +56,18 @@ async def run(settings: Settings, environ: Mapping[str, str]) -> int:
     try:
         async with chaos_faults(container, settings):  # nothing unless WSFLEET_CHAOS_CONTROL
             worker: Worker = await provide(container.core.worker, worker_id=worker_id)
-            return await serve(worker, settings)
+            return await serve(worker, settings, container.prometheus().scrape)
     finally:
         await shutdown(container)
 
 
-async def serve(worker: Worker, settings: Settings) -> int:
-    """Run `worker` with its health endpoint until a signal and the graceful shutdown end it.
-    Shared by every backend's worker command."""
+async def serve(worker: Worker, settings: Settings, scrape: Scrape | None = None) -> int:
+    """Run `worker` with its health endpoint (and `/metrics` there, given `scrape`) until a
+    signal and the graceful shutdown end it. Shared by every backend's worker command."""
     health = None
     if settings.health_port:
         health = HealthServer(
-            worker, settings.health_host, settings.health_port, settings.service_name
+            worker, settings.health_host, settings.health_port, settings.service_name, scrape
         )
         try:
             await health.start()

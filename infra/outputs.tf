@@ -78,3 +78,8 @@ output "status_environment" {
     WSFLEET_ORPHAN_SHARDS     = tostring(var.orphan_shards)
   }
 }
+
+output "dashboard_name" {
+  description = "The CloudWatch dashboard of the fleet."
+  value       = aws_cloudwatch_dashboard.fleet.dashboard_name
+}

@@ -439,3 +439,15 @@ variable "acquisition_conflicts_alarm_threshold" {
   type        = number
   default     = 200
 }
+
+variable "not_storing_alarm_seconds" {
+  description = "Alarm when a worker has held connections this many seconds without storing a message (a failing sink, or upstreams that all went quiet: raise it for feeds that are silent for long)."
+  type        = number
+  default     = 300
+}
+
+variable "rejected_messages_alarm_threshold" {
+  description = "Alarm when workers reject more upstream messages than this in 5 minutes (bad input from an upstream)."
+  type        = number
+  default     = 0
+}

@@ -26,6 +26,10 @@ class InMemoryMessageSink:
         self._fail_next += n
         self._fail_partially = partially
 
+    def stop_failing(self) -> None:
+        """Forget the failures still planned: the sink is healthy again."""
+        self._fail_next = 0
+
     async def write(self, messages: Sequence[StoredMessage]) -> None:
         if len(messages) > self.max_batch:
             raise ValueError(f"batch of {len(messages)} exceeds max_batch {self.max_batch}")

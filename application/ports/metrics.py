@@ -2,25 +2,82 @@
 
 Recording never blocks and never fails; `flush` publishes and must not raise (a failure to
 publish metrics must never affect the connections): adapters log and count it instead.
+
+Every metric the code records is named here, once, with its kind and meaning (`CATALOGUE`):
+CloudWatch publishes under these names, the Prometheus adapter derives its names from them,
+and infra/ alarms, the dashboards and the ECS scaling policy are checked against them.
 """
 
-from typing import Protocol
+import enum
+from typing import NamedTuple, Protocol
 
 # Metric names, one place (infra/ alarms and the ECS scaling policy refer to these).
 ACTIVE_CONNECTIONS = "ActiveConnections"
 LEASE_ACQUISITIONS = "LeaseAcquisitions"
 ACQUISITION_CONFLICTS = "AcquisitionConflicts"
 LEASES_LOST = "LeasesLost"
+LEASE_RELEASES = "LeaseReleases"
 TAKEOVERS = "ExpiredLeaseTakeovers"
 HANDOFF_LATENCY_MS = "HandoffLatencyMs"
+RENEW_LATENCY_MS = "RenewLatencyMs"
+MESSAGES_RECEIVED = "MessagesReceived"
 MESSAGES_INGESTED = "MessagesIngested"
+MESSAGES_REJECTED = "MessagesRejected"
 MESSAGES_SKIPPED = "MessagesSkippedByUpstream"
+INGEST_LAG_MS = "IngestLagMs"
 ORPHANS_FOUND = "OrphansFound"
 STORE_ERRORS = "StoreErrors"
+SINK_ERRORS = "SinkErrors"
 UPSTREAM_RECONNECTS = "UpstreamReconnects"
 UPSTREAM_GIVE_UPS = "UpstreamGiveUps"
 MALFORMED_HINTS = "MalformedHints"
 SELF_FENCES = "SelfFences"
+LOOP_LAG_MS = "EventLoopLagMs"
+HOLDING_WITHOUT_STORING_S = "SecondsHoldingWithoutStoring"
+
+
+class Kind(enum.Enum):
+    COUNTER = "counter"  # `count`: summed
+    GAUGE = "gauge"  # `gauge`: the last value
+    TIMING = "timing"  # `timing`: milliseconds, a distribution
+
+
+class MetricSpec(NamedTuple):
+    name: str
+    kind: Kind
+    help: str
+
+
+CATALOGUE: tuple[MetricSpec, ...] = (
+    MetricSpec(ACTIVE_CONNECTIONS, Kind.GAUGE, "Connections this worker holds."),
+    MetricSpec(LEASE_ACQUISITIONS, Kind.COUNTER, "Leases acquired (new or taken over)."),
+    MetricSpec(ACQUISITION_CONFLICTS, Kind.COUNTER, "Acquisitions another worker won."),
+    MetricSpec(LEASES_LOST, Kind.COUNTER, "Leases found held by another owner at renewal."),
+    MetricSpec(LEASE_RELEASES, Kind.COUNTER, "Leases handed back (stop, handoff, end, error)."),
+    MetricSpec(TAKEOVERS, Kind.COUNTER, "Acquisitions of a lease another worker let expire."),
+    MetricSpec(HANDOFF_LATENCY_MS, Kind.TIMING, "Graceful handoff latency (not recorded yet)."),
+    MetricSpec(RENEW_LATENCY_MS, Kind.TIMING, "Latency of one lease renewal call to the store."),
+    MetricSpec(MESSAGES_RECEIVED, Kind.COUNTER, "Messages received from upstreams."),
+    MetricSpec(MESSAGES_INGESTED, Kind.COUNTER, "Messages durably stored in the sink."),
+    MetricSpec(MESSAGES_REJECTED, Kind.COUNTER, "Upstream messages rejected as bad input."),
+    MetricSpec(MESSAGES_SKIPPED, Kind.COUNTER, "Seqs an upstream skipped (lost upstream)."),
+    MetricSpec(INGEST_LAG_MS, Kind.TIMING, "Time from a message's receipt to its storage."),
+    MetricSpec(ORPHANS_FOUND, Kind.GAUGE, "Orphaned connections seen by the last scan."),
+    MetricSpec(STORE_ERRORS, Kind.COUNTER, "Failed calls to the connection store or queue."),
+    MetricSpec(SINK_ERRORS, Kind.COUNTER, "Failed batch writes to the message sink."),
+    MetricSpec(UPSTREAM_RECONNECTS, Kind.COUNTER, "Upstream reconnections after a drop."),
+    MetricSpec(UPSTREAM_GIVE_UPS, Kind.COUNTER, "Connections handed back after upstream failures."),
+    MetricSpec(MALFORMED_HINTS, Kind.COUNTER, "Queue hints dropped as malformed."),
+    MetricSpec(SELF_FENCES, Kind.COUNTER, "Sessions ended because their lease ran out of trust."),
+    MetricSpec(LOOP_LAG_MS, Kind.TIMING, "How late the event loop wakes a timer (loop lag)."),
+    # Its Maximum over the service is the worst worker's: the alarm on a worker that holds
+    # connections yet stores nothing needs no per-task dimension.
+    MetricSpec(
+        HOLDING_WITHOUT_STORING_S,
+        Kind.GAUGE,
+        "Seconds this worker has held connections without storing a message (0: holds none).",
+    ),
+)
 
 
 class Metrics(Protocol):

@@ -18,7 +18,7 @@ import logging
 import sys
 
 from application.errors import SinkUnavailable
-from application.ports.metrics import MESSAGES_INGESTED
+from application.ports.metrics import INGEST_LAG_MS, MESSAGES_INGESTED, SINK_ERRORS
 from application.ports.sink import StoredMessage
 from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
@@ -104,6 +104,7 @@ class IngestWriter:
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()  # one batch in flight at a time keeps per-connection order
         self._backoff = Backoff(0.05, 2.0, ctx.rng)
+        self.stored = 0  # messages written since start (the metrics loop watches it move)
 
     def buffer(self, lease: LeaseKeeper, checkpoint_seq: int) -> IngestBuffer:
         config = self._ctx.config
@@ -160,6 +161,7 @@ class IngestWriter:
                 await self._ctx.sink.write([message for _, message in batch])
             except SinkUnavailable as exc:
                 attempt += 1
+                self._ctx.metrics.count(SINK_ERRORS)
                 log.warning("sink write of %d failed (attempt %d): %s", len(batch), attempt, exc)
                 await self._ctx.clock.sleep(self._backoff.delay(attempt))
                 kept = [(b, m) for b, m in batch if b.lease.valid()]
@@ -168,7 +170,10 @@ class IngestWriter:
                         buffer._settled(None)
                 batch = kept
                 continue
+            stored_at_ms = self._ctx.clock.now_ms()
             for buffer, message in batch:
                 buffer._settled(message.seq)
+                self._ctx.metrics.timing(INGEST_LAG_MS, stored_at_ms - message.received_at_ms)
             self._ctx.metrics.count(MESSAGES_INGESTED, len(batch))
+            self.stored += len(batch)
             return

@@ -13,7 +13,7 @@ may have landed before its response was lost); only another owner or real expiry
 import logging
 
 from application.errors import StoreUnavailable
-from application.ports.metrics import LEASES_LOST, STORE_ERRORS
+from application.ports.metrics import LEASES_LOST, RENEW_LATENCY_MS, STORE_ERRORS
 from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
 from domain import Connection
@@ -62,6 +62,7 @@ class LeaseKeeper:
                     checkpoint_seq,
                     now_ms,
                 )
+                ctx.metrics.timing(RENEW_LATENCY_MS, (ctx.clock.monotonic() - started) * 1000)
                 current = result.connection
                 if not result.renewed and current is None:
                     current = await ctx.store.get(self.connection_id)

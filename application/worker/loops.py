@@ -9,16 +9,23 @@ from application.aio import wait_or_timeout
 from application.errors import ApplicationError
 from application.ports.metrics import (
     ACTIVE_CONNECTIONS,
+    HOLDING_WITHOUT_STORING_S,
+    LOOP_LAG_MS,
     MALFORMED_HINTS,
     ORPHANS_FOUND,
     STORE_ERRORS,
 )
 from application.worker.context import WorkerContext
+from application.worker.ingest import IngestWriter
 from application.worker.session import SessionEnd
 from application.worker.sessions import Sessions
 from domain import NO_OWNER, DesiredState
 
 log = logging.getLogger(__name__)
+
+# How often the loop-lag probe asks for a wake-up: often enough to catch a stall of a second,
+# rarely enough to cost nothing (two timers a second per worker).
+LOOP_LAG_PROBE_S = 0.5
 
 
 class Heartbeats:
@@ -149,9 +156,27 @@ async def watch_desired_states(ctx: WorkerContext, sessions: Sessions, beats: He
                 sessions.stop(cid, SessionEnd.STOPPED)
 
 
-async def publish_metrics(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -> None:
+async def publish_metrics(
+    ctx: WorkerContext, sessions: Sessions, beats: Heartbeats, *, writer: IngestWriter
+) -> None:
+    stored, quiet_since = writer.stored, ctx.clock.monotonic()
     while True:
+        now = ctx.clock.monotonic()
+        if writer.stored != stored or not len(sessions):
+            stored, quiet_since = writer.stored, now
         ctx.metrics.gauge(ACTIVE_CONNECTIONS, len(sessions))
+        ctx.metrics.gauge(HOLDING_WITHOUT_STORING_S, now - quiet_since)
         await ctx.metrics.flush()
         beats.last["metrics"] = ctx.clock.monotonic()
         await ctx.clock.sleep(ctx.config.metrics_interval_s)
+
+
+async def measure_loop_lag(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -> None:
+    """How late the loop wakes a timer: anything that blocks it (a slow callback, a GC pause,
+    a starved CPU) delays every heartbeat and every message alike."""
+    while True:
+        asked = ctx.clock.monotonic()
+        await ctx.clock.sleep(LOOP_LAG_PROBE_S)
+        late_s = ctx.clock.monotonic() - asked - LOOP_LAG_PROBE_S
+        ctx.metrics.timing(LOOP_LAG_MS, max(0.0, late_s) * 1000)
+        beats.last["loop_lag"] = ctx.clock.monotonic()

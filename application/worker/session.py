@@ -20,6 +20,8 @@ from application.errors import (
     UpstreamUnavailable,
 )
 from application.ports.metrics import (
+    LEASE_RELEASES,
+    MESSAGES_RECEIVED,
     MESSAGES_SKIPPED,
     SELF_FENCES,
     UPSTREAM_GIVE_UPS,
@@ -132,6 +134,7 @@ class ConnectionSession:
                     self.upstream_open = True
                     try:
                         async for message in stream.messages():
+                            ctx.metrics.count(MESSAGES_RECEIVED)
                             seq = message.seq if message.seq is not None else self.ingest.next_seq
                             if seq < self.ingest.next_seq:
                                 continue  # replayed twice by the upstream: already have it
@@ -204,6 +207,7 @@ class ConnectionSession:
             )
         else:
             await ctx.store.release(*args, ctx.clock.now_ms())
+        ctx.metrics.count(LEASE_RELEASES)
         log.info("lease handed back (%s)", end.value, extra=self._extra())
 
     def _gap(self, expected: int, got: int) -> None:

@@ -26,6 +26,7 @@ from application.worker.context import WorkerContext
 from application.worker.ingest import IngestWriter
 from application.worker.loops import (
     Heartbeats,
+    measure_loop_lag,
     poll_queue,
     publish_metrics,
     reconcile,
@@ -107,7 +108,8 @@ class Worker:
             ("poll", functools.partial(poll_queue, draining=self._draining)),
             ("reconcile", reconcile),
             ("desired_state", watch_desired_states),
-            ("metrics", publish_metrics),
+            ("metrics", functools.partial(publish_metrics, writer=self.ingest)),
+            ("loop_lag", measure_loop_lag),
         ):
             self._loops[name] = asyncio.create_task(
                 loop(ctx, self.sessions, self._beats), name=f"{name}:{ctx.worker_id}"

@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from application.errors import ConfigurationError
 from application.router import CommandOutcome, EventRouter
 from domain import ConnectionNotFound
 from entrypoints.api.views import connection_view, event_view
@@ -38,7 +39,20 @@ async def stop(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return EXIT_OK
 
 
+# How many connections `status` lists by default; `--watch` aggregates, so it reads more.
+STATUS_LIMIT = 1000
+WATCH_LIMIT = 100_000
+
+
 async def status(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    if args.watch:
+        if args.json:
+            raise ConfigurationError("--watch and --json: choose one (--json is a snapshot)")
+        from entrypoints.cli.watch import watch  # the live view's imports only when asked
+
+        args.limit = args.limit or WATCH_LIMIT
+        return await watch(args, env)
+    args.limit = args.limit or STATUS_LIMIT
     settings = command_settings(env, writes=False)
     async with open_backend(settings) as container:
         store = await provide(container.store)

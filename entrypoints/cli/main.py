@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--health-port",
         type=_port,
-        help="port of /healthz and /status (0 disables) [WSFLEET_HEALTH_PORT, default 8080]",
+        help="port of /healthz, /status and /metrics (0 disables) "
+        "[WSFLEET_HEALTH_PORT, default 8080]",
     )
 
     p = command("api", "serve the event API over HTTP (the Lambda router's routes)", "serve:api")
@@ -97,7 +98,27 @@ def build_parser() -> argparse.ArgumentParser:
         "commands:status",
     )
     p.add_argument("--json", action="store_true", help="print JSON (the API's views)")
-    p.add_argument("--limit", type=_positive, default=1000, help="at most this many (by id)")
+    p.add_argument(
+        "--limit",
+        type=_positive,
+        default=None,
+        help="at most this many (by id) [default 1000; 100000 with --watch]",
+    )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="a live view of the fleet, refreshed in place: workers and their load, lease "
+        "time left, the connections most in need of attention (Ctrl-C ends it)",
+    )
+    p.add_argument("--interval", type=_seconds, default=2.0, help="seconds between refreshes [2]")
+    p.add_argument("--top", type=_positive, default=10, help="workers and connections listed [10]")
+    p.add_argument("--count", type=_positive, help="stop after this many refreshes")
+    p.add_argument(
+        "--scrape",
+        metavar="URL",
+        action="append",
+        help="a worker's health endpoint (http://host:port), for its ingest lag; repeatable",
+    )
 
     p = command("history", "the ownership log of a connection", "commands:history")
     p.add_argument("connection_id", metavar="ID", help="the connection id")
@@ -168,6 +189,16 @@ def _positive(text: str) -> int:
     value = _int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0.1 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r}: between 0.1 and 3600 seconds")
     return value
 
 

@@ -40,7 +40,7 @@ async def worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         the_worker: Worker = await provide(container.core.worker, worker_id=worker_id)
         # A taken health port is a ConfigurationError naming WSFLEET_HEALTH_PORT (exit 2): on
         # one host, give each worker its own (--health-port), or 0 to turn it off.
-        return await serve(the_worker, settings)
+        return await serve(the_worker, settings, container.prometheus().scrape)
 
 
 async def api(args: argparse.Namespace, env: Mapping[str, str]) -> int:

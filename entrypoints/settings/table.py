@@ -106,8 +106,9 @@ _PROCESS = (
         "health_host",
         Text(r"[0-9A-Za-z.:-]{1,255}", "an address to bind"),
         "127.0.0.1",
-        "Address of the worker's health endpoint (`/healthz`, `/status`); the ECS health check "
-        "runs inside the container, so loopback suffices.",
+        "Address of the worker's health endpoint (`/healthz`, `/status`, `/metrics`); the ECS "
+        "health check runs inside the container, so loopback suffices; a Prometheus on another "
+        "host needs an address it can reach (0.0.0.0).",
     ),
     _s(
         "HEALTH_PORT",

@@ -1,8 +1,9 @@
 """The worker's HTTP health endpoint: `GET /healthz` for the container health check (200 while
-the loops are alive and the store was reached recently, else 503) and `GET /status`, a JSON
-view for operators (connections, tokens, lease remaining, checkpoints).
+the loops are alive and the store was reached recently, else 503), `GET /status`, a JSON
+view for operators (connections, tokens, lease remaining, checkpoints), and `GET /metrics`,
+the worker's metrics in Prometheus' text format (when given a scrape function).
 
-Plain asyncio and a minimal HTTP/1.1 reader: two GET routes do not justify a web framework.
+Plain asyncio and a minimal HTTP/1.1 reader: three GET routes do not justify a web framework.
 Each request is bounded in size and time, and every handler task is owned and cancelled on
 close."""
 
@@ -10,6 +11,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -23,9 +25,21 @@ _MAX_HEADER_LINES = 64
 _REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 
 
+# A scrape: the exposition's content type and body.
+Scrape = Callable[[], tuple[str, bytes]]
+
+
 class HealthServer:
-    def __init__(self, worker: Worker, host: str, port: int, service_name: str) -> None:
+    def __init__(
+        self,
+        worker: Worker,
+        host: str,
+        port: int,
+        service_name: str,
+        scrape: Scrape | None = None,
+    ) -> None:
         self._worker = worker
+        self._scrape = scrape
         self._host = host
         self._port = port
         self._service = service_name
@@ -59,8 +73,12 @@ class HealthServer:
         try:
             async with asyncio.timeout(_REQUEST_TIMEOUT_S):
                 method, path = await _read_request(reader)
-                status, body = self.respond(method, path)
-                await _write_response(writer, status, body)
+                if path.split("?", 1)[0] == "/metrics" and method == "GET" and self._scrape:
+                    content_type, payload = self._scrape()
+                    await _write(writer, 200, content_type, payload)
+                else:
+                    status, body = self.respond(method, path)
+                    await _write_response(writer, status, body)
         except (TimeoutError, ConnectionError, ValueError, asyncio.IncompleteReadError):
             pass  # a broken or slow probe gets no answer; the next one will
         finally:
@@ -69,8 +87,9 @@ class HealthServer:
 
     def respond(self, method: str, path: str) -> tuple[int, dict[str, Any]]:
         route = path.split("?", 1)[0]
-        if route not in ("/healthz", "/status"):
-            return 404, {"error": "not_found", "routes": ["/healthz", "/status"]}
+        routes = ["/healthz", "/status", *(["/metrics"] if self._scrape else [])]
+        if route not in routes:
+            return 404, {"error": "not_found", "routes": routes}
         if method != "GET":
             return 405, {"error": "method_not_allowed", "allowed": ["GET"]}
         health = self._worker.health()
@@ -107,9 +126,15 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str]:
 
 async def _write_response(writer: asyncio.StreamWriter, status: int, body: dict[str, Any]) -> None:
     payload = json.dumps(body, separators=(",", ":")).encode()
+    await _write(writer, status, "application/json", payload)
+
+
+async def _write(
+    writer: asyncio.StreamWriter, status: int, content_type: str, payload: bytes
+) -> None:
     head = (
         f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\n"
-        "Content-Type: application/json\r\n"
+        f"Content-Type: {content_type}\r\n"
         f"Content-Length: {len(payload)}\r\n"
         "Cache-Control: no-store\r\n"
         "Connection: close\r\n\r\n"

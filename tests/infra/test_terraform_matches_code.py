@@ -329,3 +329,71 @@ def test_container_health_check_runs_the_workers_healthcheck_module(tf: Terrafor
     assert command[:3] == ["CMD", "python", "-m"]
     assert importlib.util.find_spec(command[3]) is not None, command[3]
     assert importlib.util.find_spec("entrypoints.worker.__main__") is not None
+
+
+def _dashboard_rows(tf: Terraform) -> list[list[Any]]:
+    body = tf.resource("aws_cloudwatch_dashboard", "fleet")
+    assert body["dashboard_body"] == '${jsonencode({"widgets": "${local.dashboard_widgets}"})}'
+    return [
+        row
+        for widget in tf.locals["dashboard_widgets"]
+        if widget["type"] == "metric"
+        for row in widget["properties"]["metrics"]
+    ]
+
+
+def test_dashboard_graphs_only_metrics_the_code_records_under_its_dimension(tf: Terraform) -> None:
+    catalogue = {spec.name for spec in metric_names.CATALOGUE}
+    ours = [row for row in _dashboard_rows(tf) if row[0] == "${local.metrics_namespace}"]
+    assert ours
+    for row in ours:
+        assert row[1] in catalogue, f"the dashboard graphs {row[1]}, which no code records"
+        assert row[2:4] == ["${local.metrics_dimension}", "${local.service_name}"], row
+    graphed = {row[1] for row in ours}
+    assert {
+        metric_names.ACTIVE_CONNECTIONS,
+        metric_names.TAKEOVERS,
+        metric_names.SELF_FENCES,
+        metric_names.INGEST_LAG_MS,
+        metric_names.SINK_ERRORS,
+        metric_names.STORE_ERRORS,
+        metric_names.MESSAGES_REJECTED,
+        metric_names.HOLDING_WITHOUT_STORING_S,
+    } <= graphed
+    # Percentiles only of timings (the adapter publishes their distributions).
+    timings = {s.name for s in metric_names.CATALOGUE if s.kind is metric_names.Kind.TIMING}
+    for row in ours:
+        stat = row[-1].get("stat", "") if isinstance(row[-1], dict) else ""
+        if stat.startswith("p"):
+            assert row[1] in timings, row
+
+
+def test_dashboard_shows_the_dlq_and_the_router(tf: Terraform) -> None:
+    rows = {(row[0], row[1], row[3]) for row in _dashboard_rows(tf)}
+    assert (
+        "AWS/SQS",
+        "ApproximateNumberOfMessagesVisible",
+        "${aws_sqs_queue.hints_dlq.name}",
+    ) in rows
+    assert ("AWS/Lambda", "Errors", "${aws_lambda_function.router.function_name}") in rows
+
+
+@pytest.mark.parametrize(
+    ("alarm", "metric", "statistic"),
+    [
+        ("worker_not_storing", metric_names.HOLDING_WITHOUT_STORING_S, "Maximum"),
+        ("rejected_upstream_messages", metric_names.MESSAGES_REJECTED, "Sum"),
+    ],
+)
+def test_operability_alarms_watch_the_workers_own_metrics(
+    tf: Terraform, alarm: str, metric: str, statistic: str
+) -> None:
+    body = tf.resource("aws_cloudwatch_metric_alarm", alarm)
+    assert body["metric_name"] == metric
+    assert body["statistic"] == statistic
+    assert tf.evaluate(body["namespace"]) == cloudwatch_schema.DEFAULT_NAMESPACE
+    assert body["dimensions"] == "${local.service_dimensions}"
+    assert body["treat_missing_data"] == "notBreaching"  # no worker, no data: not an outage
+    kind = next(s.kind for s in metric_names.CATALOGUE if s.name == metric)
+    # Maximum over the service is the worst worker only for a gauge each worker reports.
+    assert (kind is metric_names.Kind.GAUGE) == (statistic == "Maximum")

@@ -1,0 +1,54 @@
+"""What the worker's metrics say when storing stalls: the seconds it has held connections
+without storing anything (the gauge infra/'s alarm watches) grow, and sink errors count; once
+the sink recovers the gauge falls back to 0. A fleet on the in-memory adapters, virtual time."""
+
+import attrs
+
+from application.ports.metrics import (
+    HOLDING_WITHOUT_STORING_S,
+    INGEST_LAG_MS,
+    LEASE_RELEASES,
+    LOOP_LAG_MS,
+    MESSAGES_RECEIVED,
+    RENEW_LATENCY_MS,
+    SINK_ERRORS,
+)
+from tests.support.fleet import DEFAULT_CONFIG, Fleet
+
+CONFIG = attrs.evolve(DEFAULT_CONFIG, metrics_interval_s=5.0)
+
+
+async def test_a_stalled_sink_shows_as_seconds_holding_without_storing(fleet: Fleet) -> None:
+    member = fleet.add_worker("w1", CONFIG)
+    metrics = member.metrics
+    await fleet.start_streamed_by("w1", "a")
+    await fleet.clock.advance(12)
+    assert metrics.gauges[HOLDING_WITHOUT_STORING_S] == 0
+    assert metrics.counters[MESSAGES_RECEIVED] > 0
+    assert metrics.timings[INGEST_LAG_MS]
+    assert metrics.timings[RENEW_LATENCY_MS]
+    assert metrics.timings[LOOP_LAG_MS]
+
+    fleet.sink.fail_next(1_000_000)
+    await fleet.clock.advance(31)
+    assert metrics.gauges[HOLDING_WITHOUT_STORING_S] >= 20
+    assert metrics.counters[SINK_ERRORS] > 0
+
+    fleet.sink.stop_failing()
+    await fleet.clock.advance(12)
+    assert metrics.gauges[HOLDING_WITHOUT_STORING_S] == 0
+
+
+async def test_a_worker_holding_nothing_reports_zero(fleet: Fleet) -> None:
+    member = fleet.add_worker("w1", CONFIG)
+    await fleet.clock.advance(30)
+    assert member.metrics.gauges[HOLDING_WITHOUT_STORING_S] == 0
+
+
+async def test_a_stop_counts_a_release(fleet: Fleet) -> None:
+    member = fleet.add_worker("w1", CONFIG)
+    await fleet.start_streamed_by("w1", "a")
+    await fleet.router.stop("a")
+    await fleet.clock.run_until(lambda: fleet.owner_of("a") is None, 30)
+    await fleet.clock.advance(1)
+    assert member.metrics.counters[LEASE_RELEASES] == 1
