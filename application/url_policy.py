@@ -18,6 +18,7 @@ and the resolver's text in `detail` (for logs only).
 """
 
 import ipaddress
+import logging
 from collections.abc import Sequence
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -28,6 +29,7 @@ from application.errors import ApplicationError, UpstreamRejected
 from domain import validate_ws_url
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+log = logging.getLogger(__name__)
 
 # Reached from any cloud instance whatever the network's rules: never an upstream.
 _METADATA_NETWORKS = tuple(
@@ -90,25 +92,32 @@ class UrlPolicy:
             try:
                 addresses = await self.resolver.resolve(host)
             except ApplicationError as exc:
-                raise ForbiddenUrl(f"host {host!r} does not resolve", str(exc)) from exc
+                raise _refused(f"host {host!r} does not resolve", str(exc)) from exc
         if not addresses:  # nothing to check is not the same as nothing wrong
             raise ForbiddenUrl(f"host {host!r} resolves to no address")
         vetted = []
         for address in addresses:
             ip = ipaddress.ip_address(address.split("%", 1)[0])
             if is_metadata(ip):
-                raise ForbiddenUrl(
+                raise _refused(
                     f"host {host!r} resolves to a cloud metadata or link-local address",
                     f"{host!r} -> {ip}",
                 )
             if not self.allow_private and _is_internal(ip):
-                raise ForbiddenUrl(
+                raise _refused(
                     f"host {host!r} resolves to an internal address; "
                     "set the allow-private setting only for local development",
                     f"{host!r} -> {ip}",
                 )
             vetted.append(str(ip))
         return VettedUrl(ws_url, host, tuple(vetted))
+
+
+def _refused(message: str, detail: str) -> ForbiddenUrl:
+    """The refusal, its detail logged here: the router's and the worker's logs both say
+    where the name pointed, while the message (the API's 400 body) does not."""
+    log.info("upstream URL refused: %s (%s)", message, detail)
+    return ForbiddenUrl(message, detail)
 
 
 def ip_literal(host: str) -> IpAddress | None:

@@ -52,9 +52,6 @@ class EventApi:
             return error_response(exc.status, exc.code, exc.message, rid, exc.headers)
         except (InvalidCommand, ForbiddenUrl) as exc:
             code = "forbidden_url" if isinstance(exc, ForbiddenUrl) else "invalid_request"
-            if isinstance(exc, ForbiddenUrl) and exc.detail:
-                # The body says what is wrong; where the name points is for our logs only.
-                log.info("upstream refused: %s (%s)", exc, exc.detail)
             return error_response(400, code, str(exc), rid)
         except ConnectionNotFound as exc:
             return error_response(404, "not_found", str(exc), rid)

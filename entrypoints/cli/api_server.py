@@ -46,12 +46,14 @@ class LocalApiServer:
         port: int,
         perimeter: ApiPerimeter | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        read_timeout_s: float = READ_TIMEOUT_S,
     ) -> None:
         self._api = api
         self._host = host
         self._port = port
         self._perimeter = perimeter or ApiPerimeter.of(host)
         self._max_connections = max_connections
+        self._read_timeout_s = read_timeout_s
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
 
@@ -99,7 +101,7 @@ class LocalApiServer:
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT_S):
                 try:
-                    async with asyncio.timeout(READ_TIMEOUT_S):
+                    async with asyncio.timeout(self._read_timeout_s):
                         request, headers = await read_request(reader, request_id)
                     self._perimeter.check(request.method, headers)
                 except BadHttp as exc:

@@ -268,8 +268,19 @@ async def test_open_connections_are_capped_and_idle_ones_do_not_hold_a_slot(
     assert (await call(guarded, "GET", "/connections/x", None, AUTH))[0] == 404
 
 
-async def test_an_idle_socket_is_closed_by_the_server(guarded: LocalApiServer) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", guarded.port)
-    async with asyncio.timeout(10):  # READ_TIMEOUT_S is 5 s
-        assert await reader.read() == b""  # closed without an answer
-    writer.close()
+async def test_an_idle_socket_is_closed_once_its_request_is_overdue(tmp_path: Path) -> None:
+    """The request must arrive within the read deadline (5 s by default; 0.2 s here), well
+    before the 10 s the whole exchange may take: an idle socket does not keep its slot."""
+    container = EmbeddedContainer(settings=load_settings({"WSFLEET_DATA_DIR": str(tmp_path)}))
+    api: EventApi = await provide(container.core.api)
+    local = LocalApiServer(api, "127.0.0.1", 0, read_timeout_s=0.2)
+    await local.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", local.port)
+        writer.write(b"GET /connections/x HTTP/1.1\r\n")  # ...and nothing more
+        async with asyncio.timeout(5):
+            assert await reader.read() == b""  # closed without an answer
+        writer.close()
+    finally:
+        await local.close()
+        await shutdown(container)
