@@ -13,6 +13,7 @@ nothing to do (Prometheus pulls).
 """
 
 import logging
+import math
 import re
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
@@ -68,26 +69,28 @@ class PrometheusMetrics:
             BUILD_INFO, "The worker's build: version, Python, backend.", registry=self.registry
         )
         info.info(build)
-        self.unknown = 0  # recordings under a name the catalogue lacks (a bug): dropped
+        # Recordings dropped: a name the catalogue lacks (or of another kind), a non-finite
+        # value, a negative count. All bugs of the caller; none may raise or poison a series.
+        self.dropped = 0
 
     def count(self, name: str, value: float = 1.0) -> None:
         counter = self._counters.get(name)
-        if counter is None or value < 0:
-            self._unknown(name)
+        if counter is None or not math.isfinite(value) or value < 0:
+            self._drop(name, value)
             return
         counter.inc(value)
 
     def gauge(self, name: str, value: float) -> None:
         gauge = self._gauges.get(name)
-        if gauge is None:
-            self._unknown(name)
+        if gauge is None or not math.isfinite(value):
+            self._drop(name, value)
             return
         gauge.set(value)
 
     def timing(self, name: str, milliseconds: float) -> None:
         histogram = self._histograms.get(name)
-        if histogram is None:
-            self._unknown(name)
+        if histogram is None or not math.isfinite(milliseconds):
+            self._drop(name, milliseconds)
             return
         histogram.observe(milliseconds / 1000)
 
@@ -98,7 +101,9 @@ class PrometheusMetrics:
         """The registry in the text format, with its content type."""
         return CONTENT_TYPE, generate_latest(self.registry)
 
-    def _unknown(self, name: str) -> None:
-        if not self.unknown:
-            log.warning("metric %r is not in the catalogue (or a negative count): dropped", name)
-        self.unknown += 1
+    def _drop(self, name: str, value: float) -> None:
+        if not self.dropped:  # once: a bug repeats at every call
+            log.warning(
+                "metric %r = %r dropped: not in the catalogue as such, or no value", name, value
+            )
+        self.dropped += 1

@@ -57,11 +57,15 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec(TAKEOVERS, Kind.COUNTER, "Acquisitions of a lease another worker let expire."),
     MetricSpec(HANDOFF_LATENCY_MS, Kind.TIMING, "Graceful handoff latency (not recorded yet)."),
     MetricSpec(RENEW_LATENCY_MS, Kind.TIMING, "Latency of one lease renewal call to the store."),
-    MetricSpec(MESSAGES_RECEIVED, Kind.COUNTER, "Messages received from upstreams."),
+    MetricSpec(
+        MESSAGES_RECEIVED, Kind.COUNTER, "Messages received from upstreams (per metrics interval)."
+    ),
     MetricSpec(MESSAGES_INGESTED, Kind.COUNTER, "Messages durably stored in the sink."),
     MetricSpec(MESSAGES_REJECTED, Kind.COUNTER, "Upstream messages rejected as bad input."),
     MetricSpec(MESSAGES_SKIPPED, Kind.COUNTER, "Seqs an upstream skipped (lost upstream)."),
-    MetricSpec(INGEST_LAG_MS, Kind.TIMING, "Time from a message's receipt to its storage."),
+    MetricSpec(
+        INGEST_LAG_MS, Kind.TIMING, "Receipt to storage of each written batch's oldest message."
+    ),
     MetricSpec(ORPHANS_FOUND, Kind.GAUGE, "Orphaned connections seen by the last scan."),
     MetricSpec(STORE_ERRORS, Kind.COUNTER, "Failed calls to the connection store or queue."),
     MetricSpec(SINK_ERRORS, Kind.COUNTER, "Failed batch writes to the message sink."),

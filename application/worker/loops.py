@@ -12,6 +12,7 @@ from application.ports.metrics import (
     HOLDING_WITHOUT_STORING_S,
     LOOP_LAG_MS,
     MALFORMED_HINTS,
+    MESSAGES_RECEIVED,
     ORPHANS_FOUND,
     STORE_ERRORS,
 )
@@ -160,10 +161,14 @@ async def publish_metrics(
     ctx: WorkerContext, sessions: Sessions, beats: Heartbeats, *, writer: IngestWriter
 ) -> None:
     stored, quiet_since = writer.stored, ctx.clock.monotonic()
+    received = writer.received
     while True:
         now = ctx.clock.monotonic()
         if writer.stored != stored or not len(sessions):
             stored, quiet_since = writer.stored, now
+        if writer.received != received:
+            ctx.metrics.count(MESSAGES_RECEIVED, writer.received - received)
+            received = writer.received
         ctx.metrics.gauge(ACTIVE_CONNECTIONS, len(sessions))
         ctx.metrics.gauge(HOLDING_WITHOUT_STORING_S, now - quiet_since)
         await ctx.metrics.flush()

@@ -64,12 +64,15 @@ def test_recordings_land_in_their_series_and_timings_are_seconds() -> None:
     assert exported["wsfleet_ingest_lag_seconds_bucket{le=0.05}"] == 1
 
 
-def test_a_name_outside_the_catalogue_is_dropped_and_counted() -> None:
+def test_a_name_outside_the_catalogue_or_a_value_without_meaning_is_dropped_and_counted() -> None:
     metrics = PrometheusMetrics({})
     metrics.count("NoSuchMetric")
     metrics.timing(ACTIVE_CONNECTIONS, 1)  # a gauge recorded as a timing: a bug
     metrics.count(LEASE_ACQUISITIONS, -1)  # a counter never goes down
-    assert metrics.unknown == 3
+    metrics.count(LEASE_ACQUISITIONS, float("nan"))
+    metrics.gauge(ACTIVE_CONNECTIONS, float("inf"))
+    metrics.timing(INGEST_LAG_MS, float("-inf"))
+    assert metrics.dropped == 6
     assert samples(metrics)["wsfleet_lease_acquisitions_total"] == 0
 
 
