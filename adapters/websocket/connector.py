@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from adapters.websocket.errors import OPEN_ERRORS, closed_error, open_error
@@ -25,13 +25,14 @@ from adapters.websocket.redact import (
     redact_url,
     url_secrets,
 )
+from adapters.websocket.tls_buffer import LeanTlsConnect
 from application.errors import UpstreamRejected
 from application.ports import UpstreamMessage
 
 _log = logging.getLogger(__name__)
 
 
-class _ConnectWithoutRedirects(connect):
+class _ConnectWithoutRedirects(LeanTlsConnect):
     def process_redirect(self, exc: Exception) -> Exception | str:
         # The URL policy vetted the host of this URL only: following a redirect could lead a
         # worker to an internal address (SSRF). A 3xx is reported as a rejection instead.
@@ -121,6 +122,7 @@ class WebSocketConnector:
                 user_agent_header=options.user_agent,
                 proxy=options.proxy,
                 logger=RedactingLogger(logging.getLogger("websockets.client"), secrets),
+                tls_read_buffer=options.tls_read_buffer,
                 **tls,
             )
         except OPEN_ERRORS as exc:
