@@ -19,7 +19,7 @@ from bench.limits import raise_open_files
 from bench.report import table
 from bench.upstream import SimulatorProcess
 
-SUITES = ("fleet", "cost", "capacity", "tls", "floor", "ingest")
+SUITES = ("fleet", "cost", "capacity", "tls", "tls-throughput", "floor", "ingest")
 log = logging.getLogger("bench")
 
 
@@ -43,7 +43,9 @@ async def fleet(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]
     return results
 
 
-async def capacity(args: argparse.Namespace, log_dir: Path, tls: bool) -> list[dict[str, Any]]:
+async def capacity(
+    args: argparse.Namespace, log_dir: Path, tls: bool, throughput: bool = False
+) -> list[dict[str, Any]]:
     if not tls:
         runs = [await run_capacity(log_dir, "capacity-memory", args.steps, window_s=args.window)]
         if not args.quick:
@@ -61,9 +63,36 @@ async def capacity(args: argparse.Namespace, log_dir: Path, tls: bool) -> list[d
 
     files = make_tls_files(log_dir)
     paths = (files.ca_file, files.cert_file, files.key_file)
-    return [
+    if throughput:
+        # 10 messages/s on each of 1,000 wss:// connections: the small TLS read buffer must not
+        # cost throughput (more, smaller reads per socket event).
+        return [
+            await run_capacity(
+                log_dir,
+                "throughput-wss",
+                [args.throughput_connections],
+                window_s=args.window,
+                rate=10.0,
+                tls=paths,
+            )
+        ]
+    runs = [
         await run_capacity(log_dir, "capacity-wss", args.tls_steps, window_s=args.window, tls=paths)
     ]
+    if not args.quick:
+        # The same ramp's first steps with asyncio's own 256 KiB buffer, for the comparison.
+        asyncio_buffer = ["--tls-read-buffer", str(256 * 1024)]
+        runs.append(
+            await run_capacity(
+                log_dir,
+                "capacity-wss-asyncio-buffer",
+                args.tls_steps[:2],
+                window_s=args.window,
+                tls=paths,
+                extra=asyncio_buffer,
+            )
+        )
+    return runs
 
 
 def save(out: Path, results: dict[str, Any]) -> None:
@@ -83,6 +112,10 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
             results.setdefault("capacity", []).extend(await capacity(args, log_dir, tls=False))
         elif suite == "tls":
             results.setdefault("capacity", []).extend(await capacity(args, log_dir, tls=True))
+        elif suite == "tls-throughput":
+            results.setdefault("capacity", []).extend(
+                await capacity(args, log_dir, tls=True, throughput=True)
+            )
         elif suite == "floor":
             results["floor"] = await run_floor(log_dir, args.steps)
         elif suite == "ingest":
@@ -132,6 +165,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=lambda s: [int(x) for x in s.split(",")],
         default=[1000, 2500, 5000, 7500, 10000],
     )
+    p.add_argument("--throughput-connections", type=int, default=1000, help="tls-throughput")
     p.add_argument("--window", type=float, default=20.0, help="seconds measured per step")
     p.add_argument("--cost-window", type=float, default=120.0)
     p.add_argument("--out", default=str(Path(__file__).parent / "out"))

@@ -88,6 +88,8 @@ async def run_capacity(
     return {
         "label": label,
         "tls": tls is not None,
+        "tls_read_buffer": baseline.get("tls_read_buffer"),
+        "rate": rate,
         "finished": finished,
         "baseline_rss_kib": baseline["rss_kib"],
         "open_files_limit": baseline["files"],

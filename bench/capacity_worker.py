@@ -103,7 +103,9 @@ async def main(args: argparse.Namespace) -> None:
             max_connections=config.max_connections, ingest_flush_interval_s=args.flush_interval
         )
     clock = SystemClock()
-    options = WebSocketOptions(ca_file=args.ca_file)
+    options = WebSocketOptions(
+        ca_file=args.ca_file, tls_read_buffer=args.tls_read_buffer, open_timeout=args.open_timeout
+    )
     lag = LoopLag()
     async with AsyncExitStack() as stack:
         store, sink = await open_ports(args, stack)
@@ -124,7 +126,13 @@ async def main(args: argparse.Namespace) -> None:
         router = EventRouter(store, queue, clock, policy)
         tasks = [asyncio.create_task(worker.run()), asyncio.create_task(lag.run())]
         await asyncio.sleep(1.0)
-        emit("baseline", rss_kib=self_rss_kib(), open_files=open_files(), files=files)
+        emit(
+            "baseline",
+            rss_kib=self_rss_kib(),
+            open_files=open_files(),
+            files=files,
+            tls_read_buffer=options.tls_read_buffer if args.ca_file else None,
+        )
         started = 0
         for target in args.steps:
             paced = time.monotonic()
@@ -163,7 +171,8 @@ async def main(args: argparse.Namespace) -> None:
                 warnings=dict(warnings.seen.most_common(8)),
                 top_allocations=top_allocations(target) if args.tracemalloc else None,
             )
-            if streaming < target * 0.99 or sink.within_target < 0.999 * sink.stored:
+            broke = streaming < target * 0.99 or sink.within_target < 0.999 * sink.stored
+            if broke and not args.keep_going:
                 break  # it broke here: no point in piling on more connections
         worker.request_shutdown()
         await asyncio.wait_for(tasks[0], 120)
@@ -196,11 +205,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=".")
     p.add_argument("--endpoint", help="DynamoDB endpoint (moto) for --sink dynamodb")
     p.add_argument("--ca-file", help="CA bundle trusting a wss:// simulator")
+    p.add_argument(
+        "--tls-read-buffer",
+        type=int,
+        default=WebSocketOptions().tls_read_buffer,
+        help="bytes per wss:// socket read (262144 = asyncio's own buffer)",
+    )
     p.add_argument("--query", default="", help="appended to each stream URL, e.g. ?rate=500")
     p.add_argument("--prefix", default="cap")
     p.add_argument("--start-rate", type=float, default=500.0, help="STARTs per second")
     p.add_argument("--flush-interval", type=float, default=None)
     p.add_argument("--tracemalloc", action="store_true", help="report allocation sites")
+    p.add_argument("--open-timeout", type=float, default=WebSocketOptions().open_timeout)
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="ramp on after a failed step (memory per connection on a busy machine)",
+    )
     p.add_argument(
         "--gc-thresholds",
         default=load_settings({}).gc_thresholds,

@@ -135,6 +135,7 @@ def websocket_options(settings: Settings) -> WebSocketOptions:
         ping_timeout=settings.upstream_ping_timeout_s,
         max_size=settings.upstream_max_message_bytes,
         ca_file=settings.upstream_ca_file,
+        tls_read_buffer=settings.upstream_tls_read_buffer_bytes,
     )
 
 

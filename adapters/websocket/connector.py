@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidURI
 from websockets.proxy import get_proxy
 from websockets.uri import parse_uri
@@ -28,13 +28,14 @@ from adapters.websocket.redact import (
     redact_url,
     url_secrets,
 )
+from adapters.websocket.tls_buffer import LeanTlsConnect
 from application.errors import UpstreamRejected
 from application.ports import UpstreamMessage
 
 _log = logging.getLogger(__name__)
 
 
-class _ConnectWithoutRedirects(connect):
+class _ConnectWithoutRedirects(LeanTlsConnect):
     def process_redirect(self, exc: Exception) -> Exception | str:
         # The URL policy vetted the host of this URL only: following a redirect could lead a
         # worker to an internal address (SSRF). A 3xx is reported as a rejection instead.
@@ -163,6 +164,7 @@ class WebSocketConnector:
                     user_agent_header=options.user_agent,
                     proxy=proxy,
                     logger=RedactingLogger(logging.getLogger("websockets.client"), secrets),
+                    tls_read_buffer=options.tls_read_buffer,
                     **tls,
                     **pin,
                 )

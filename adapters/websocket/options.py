@@ -11,6 +11,11 @@ from typing import Any, Literal
 
 import attrs
 
+from adapters.websocket.tls_buffer import (
+    DEFAULT_TLS_READ_BUFFER,
+    MAX_TLS_READ_BUFFER,
+    MIN_TLS_READ_BUFFER,
+)
 from application.errors import ConfigurationError
 
 # Close codes after which reconnecting soon is pointless: the upstream (or this client) judged
@@ -27,6 +32,14 @@ def _positive(instance: object, attribute: "attrs.Attribute[Any]", value: float 
 def _not_blank(instance: object, attribute: "attrs.Attribute[Any]", value: str | None) -> None:
     if value is not None and not value.strip():
         raise ConfigurationError(f"websocket {attribute.name} must not be blank")
+
+
+def _tls_read_buffer(value: int) -> None:
+    if not MIN_TLS_READ_BUFFER <= value <= MAX_TLS_READ_BUFFER:
+        raise ConfigurationError(
+            f"websocket tls_read_buffer must be {MIN_TLS_READ_BUFFER}-{MAX_TLS_READ_BUFFER} "
+            f"bytes, got {value}"
+        )
 
 
 def _header_pairs(
@@ -62,6 +75,12 @@ class WebSocketOptions:
     # `ssl_context` replaces the whole context (it wins; do not set both).
     ca_file: str | None = None
     ssl_context: ssl.SSLContext | None = attrs.field(default=None, eq=False)
+    # Bytes read from a wss:// socket at a time (asyncio's default is 256 KiB per connection,
+    # kept for its life): per-connection memory against reads per large message.
+    tls_read_buffer: int = attrs.field(
+        default=DEFAULT_TLS_READ_BUFFER,
+        validator=lambda _, __, value: _tls_read_buffer(value),
+    )
     extra_headers: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_header_pairs)
     # True: HTTP(S)_PROXY / NO_PROXY from the environment; None: direct; or a proxy URL.
     proxy: str | Literal[True] | None = True

@@ -69,6 +69,7 @@ class Settings:
     upstream_ping_timeout_s: float
     upstream_max_message_bytes: int
     upstream_ca_file: str | None
+    upstream_tls_read_buffer_bytes: int
     chaos_control: str | None  # tests/chaos only
     worker: WorkerConfig
 

@@ -13,6 +13,7 @@ from adapters.cloudwatch.schema import DEFAULT_NAMESPACE
 from adapters.dynamodb import schema
 from adapters.sqs.schema import MAX_VISIBILITY_TIMEOUT_S
 from adapters.websocket import WebSocketOptions
+from adapters.websocket.tls_buffer import MAX_TLS_READ_BUFFER, MIN_TLS_READ_BUFFER
 from application.config import WorkerConfig
 from entrypoints.settings.kinds import (
     Choice,
@@ -388,6 +389,16 @@ _UPSTREAM = (
         _WS.ca_file.default,
         "Extra CA bundle (PEM) for wss:// upstreams behind a private CA; verification is "
         "always on.",
+    ),
+    _s(
+        "UPSTREAM_TLS_READ_BUFFER_BYTES",
+        "upstream_tls_read_buffer_bytes",
+        Number(integer=True, minimum=MIN_TLS_READ_BUFFER, maximum=MAX_TLS_READ_BUFFER),
+        _WS.tls_read_buffer.default,
+        "Bytes read from a wss:// socket at a time; each connection keeps a buffer this size "
+        "for its life. The trade-off: memory per connection against reads per large message "
+        "(a 1 MiB message takes 256 reads at 4 KiB, 4 at asyncio's own 262144, which costs "
+        "256 KiB per connection). Ignored for ws:// and behind an HTTP/SOCKS proxy.",
     ),
 )
 
