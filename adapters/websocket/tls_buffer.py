@@ -5,7 +5,7 @@ asyncio's TLS layer (`asyncio.sslproto.SSLProtocol`, the same code in CPython 3.
 (256 KiB), allocated and zero-filled when the connection is made and kept for its whole life;
 it also reads decrypted data in chunks of `max_size`. At 1 message/s per connection the buffer
 holds a few hundred bytes a second: 10,000 connections pinned 2.5 GiB of it (bench/RESULTS.md,
-section 6). Shrinking it after the handshake is not enough: the 256 KiB blocks freed by
+section 3b). Shrinking it after the handshake is not enough: the 256 KiB blocks freed by
 thousands of handshakes leave the heap fragmented (measured: ~130 KiB per connection stays
 resident), so the buffer must be small from the start.
 
@@ -34,7 +34,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.proxy import get_proxy
 
 # Messages of a few hundred bytes to a few KiB (the fleet's upstreams) take one read each; a
-# 1 MiB message takes 256 (64 at 16 KiB). Measured: see bench/RESULTS.md, section 7.
+# 1 MiB message takes 256 (64 at 16 KiB). Measured: see bench/RESULTS.md, section 8.
 DEFAULT_TLS_READ_BUFFER = 4 * 1024
 # Below a TLS record's header and a few bytes of data reads only multiply; above asyncio's own
 # size nothing is gained.
