@@ -44,6 +44,9 @@ class WorkerConfig:
     poison_backoff_base_s: float = attrs.field(default=30.0, validator=_positive)
     poison_backoff_max_s: float = attrs.field(default=900.0, validator=_positive)
     ingest_buffer_messages: int = attrs.field(default=1_000, validator=_positive)
+    # A seq this far ahead of the next one expected is an upstream fault, not a gap: taken as
+    # the new checkpoint, it would drop every normal message after it as a replay (issue 13).
+    seq_jump_window: int = attrs.field(default=1_000_000, validator=_positive)
     ingest_flush_interval_s: float = attrs.field(default=0.2, validator=_positive)
     metrics_interval_s: float = attrs.field(default=30.0, validator=_positive)
 

@@ -21,6 +21,12 @@ UPSTREAM_RECONNECTS = "UpstreamReconnects"
 UPSTREAM_GIVE_UPS = "UpstreamGiveUps"
 MALFORMED_HINTS = "MalformedHints"
 SELF_FENCES = "SelfFences"
+# Upstream input (issue 13): seqs at or below what was received, dropped; forward jumps beyond
+# the window (an upstream fault); other data for a stored seq; messages refused at the boundary.
+REPLAYS_DROPPED = "ReplaysDropped"
+SEQ_JUMPS = "SeqJumps"
+SEQ_CONFLICTS = "SeqConflicts"
+MESSAGES_REJECTED = "MessagesRejected"
 
 
 class Metrics(Protocol):
