@@ -80,6 +80,7 @@ class ConnectionSession:
         self._reconnect = Backoff(ctx.config.reconnect_base_s, ctx.config.reconnect_max_s, ctx.rng)
         self.end: SessionEnd | None = None
         self.fault: str | None = None  # why the upstream was given up on, if it broke the contract
+        self._sequenced = False  # the upstream numbers its messages (then it must number all)
         self.upstream_open = False  # true while an upstream stream is open (for status/tests)
 
     @property
@@ -142,6 +143,11 @@ class ConnectionSession:
                     self.upstream_open = True
                     try:
                         async for message in stream.messages():
+                            if message.seq is None and self._sequenced:
+                                # It would take the seq of the upstream's next real message.
+                                ctx.metrics.count(MESSAGES_REJECTED)
+                                raise UpstreamFault("a message without a seq in a sequenced stream")
+                            self._sequenced = self._sequenced or message.seq is not None
                             seq = message.seq if message.seq is not None else self.ingest.next_seq
                             self._check(seq, message.data)
                             if seq < self.ingest.next_seq:
