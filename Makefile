@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test lint typecheck layers unit contract integration e2e demo bench chaos lambda-zip checkov terraform clean
+.PHONY: install test lint typecheck layers unit contract integration e2e hostile demo bench chaos lambda-zip checkov terraform clean
 
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
@@ -63,6 +63,10 @@ integration: $(STAMP)
 
 e2e: $(STAMP)
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
+
+# Hostile upstreams next to good streams, real workers, both backends (part of `make test`).
+hostile: $(STAMP)
+	$(BIN)/python -m pytest tests/hostile $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/wsfleet demo $(DEMO_ARGS)

@@ -46,6 +46,9 @@ class WorkerConfig:
     ingest_buffer_messages: int = attrs.field(default=1_000, validator=_positive)
     # Also bounded in bytes: 1,000 messages of up to 1 MiB each would be a gigabyte.
     ingest_buffer_bytes: int = attrs.field(default=2 * 2**20, validator=_positive)
+    # A seq this far ahead of the next one expected is an upstream fault, not a gap: taken as
+    # the new checkpoint, it would drop every normal message after it as a replay (issue 13).
+    seq_jump_window: int = attrs.field(default=1_000_000, validator=_positive)
     ingest_flush_interval_s: float = attrs.field(default=0.2, validator=_positive)
     metrics_interval_s: float = attrs.field(default=30.0, validator=_positive)
 

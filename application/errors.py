@@ -31,6 +31,29 @@ class SinkUnavailable(ApplicationError):
     pass
 
 
+class SinkRefused(ApplicationError):
+    """The sink stored every message of the batch except these, which retrying cannot store.
+    Each is a (connection_id, seq) key:
+    - `stale`: the stored row carries a newer fencing token (the writer lost its lease);
+    - `conflicts`: the seq is stored already with different data (kept as stored);
+    - `invalid`: the sink cannot store this message at all (too large, out of range)."""
+
+    def __init__(
+        self,
+        *,
+        stale: frozenset[tuple[str, int]] = frozenset(),
+        conflicts: frozenset[tuple[str, int]] = frozenset(),
+        invalid: frozenset[tuple[str, int]] = frozenset(),
+    ) -> None:
+        self.stale = stale
+        self.conflicts = conflicts
+        self.invalid = invalid
+        super().__init__(
+            f"sink refused {len(stale)} stale, {len(conflicts)} conflicting and "
+            f"{len(invalid)} invalid messages"
+        )
+
+
 class UpstreamError(ApplicationError):
     pass
 

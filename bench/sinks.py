@@ -17,6 +17,7 @@ TARGET_MS = 2000
 
 class DiscardSink:
     max_batch = 500
+    max_message_bytes = 16 * 2**20
 
     async def write(self, messages: Sequence[StoredMessage]) -> None:
         return None
@@ -26,6 +27,7 @@ class TimingSink:
     def __init__(self, inner: MessageSink) -> None:
         self._inner = inner
         self.max_batch = inner.max_batch
+        self.max_message_bytes = inner.max_message_bytes
         self.reset()
 
     def reset(self) -> None:

@@ -28,6 +28,7 @@ from adapters.sqs import SqsNotificationQueue
 from adapters.system.clock import SystemClock
 from adapters.system.resolver import SystemResolver
 from adapters.websocket import WebSocketConnector, WebSocketOptions
+from application.errors import ConfigurationError
 from application.ports import (
     ConnectionStore,
     MessageSink,
@@ -58,8 +59,24 @@ async def shutdown(container: containers.Container) -> None:
         await result
 
 
+# WebSocket frames when WSFLEET_UPSTREAM_MAX_MESSAGE_BYTES is unset (websockets' default); the
+# worker still refuses any message larger than the sink stores.
+DEFAULT_FRAME_BYTES = 2**20
+
 # Connections beyond the worker's own sessions: reconciliation, hints, the sink's batches.
 _POOL_HEADROOM = 16
+
+
+def new_worker(*, settings: Settings, sink: MessageSink, **ports: Any) -> Worker:
+    """The worker, once the settings are known to fit the sink: an upstream message limit
+    above what the sink stores would let through messages it must then refuse."""
+    limit = settings.upstream_max_message_bytes
+    if limit is not None and limit > sink.max_message_bytes:
+        raise ConfigurationError(
+            f"WSFLEET_UPSTREAM_MAX_MESSAGE_BYTES={limit}: the message sink stores at most "
+            f"{sink.max_message_bytes} bytes per message; set it no higher, or leave it unset"
+        )
+    return Worker(sink=sink, **ports)
 
 
 class CoreContainer(containers.DeclarativeContainer):
@@ -86,7 +103,8 @@ class CoreContainer(containers.DeclarativeContainer):
     api = providers.Singleton(EventApi, router=router, clock=clock)
     # A Factory: the worker id is given per process incarnation, `core.worker(worker_id=...)`.
     worker = providers.Factory(
-        Worker,
+        new_worker,
+        settings=settings,
         config=settings.provided.worker,
         store=store,
         queue=queue,
@@ -133,7 +151,7 @@ def websocket_options(settings: Settings) -> WebSocketOptions:
         open_timeout=settings.upstream_open_timeout_s,
         ping_interval=settings.upstream_ping_interval_s,
         ping_timeout=settings.upstream_ping_timeout_s,
-        max_size=settings.upstream_max_message_bytes,
+        max_size=settings.upstream_max_message_bytes or DEFAULT_FRAME_BYTES,
         ca_file=settings.upstream_ca_file,
         tls_read_buffer=settings.upstream_tls_read_buffer_bytes,
     )

@@ -81,11 +81,18 @@ def user_hook(settings: Settings) -> UpstreamHook | None:
 
 def _checked_sink(sink: Any, ref: str) -> MessageSink:
     max_batch = getattr(sink, "max_batch", None)
+    max_bytes = getattr(sink, "max_message_bytes", None)
     write = getattr(sink, "write", None)
-    if not inspect.iscoroutinefunction(write) or not isinstance(max_batch, int) or max_batch < 1:
+    if (
+        not inspect.iscoroutinefunction(write)
+        or not isinstance(max_batch, int)
+        or max_batch < 1
+        or not isinstance(max_bytes, int)
+        or max_bytes < 1
+    ):
         raise ConfigurationError(
-            f"{SINK_VARIABLE}={ref!r}: {type(sink).__name__} is not a MessageSink (needs an "
-            "int attribute max_batch >= 1 and async write(messages))"
+            f"{SINK_VARIABLE}={ref!r}: {type(sink).__name__} is not a MessageSink (needs int "
+            "attributes max_batch >= 1 and max_message_bytes >= 1, and async write(messages))"
         )
     checked: MessageSink = sink
     return checked

@@ -5,14 +5,16 @@ Point a worker at it with
     WSFLEET_MESSAGE_SINK=examples.file_sink:create
     FILE_SINK_DIR=/var/lib/wsfleet-messages
 
-The contract (application/ports/sink.py): `max_batch`, and `async write(messages)` that stores
-every message durably before returning, idempotently on (connection_id, seq) — the worker
-retries whole batches, and a new owner may re-read up to one heartbeat of messages after a
-crash. Here idempotency comes from the file name: writing seq 42 twice replaces one file with
-an identical one. Blocking file I/O runs in a thread, never on the event loop. A sink that
-forwards to Kinesis, Kafka or a transcription service has the same shape: an idempotency key
-of (connection_id, seq), a batch per call, and SinkUnavailable when the batch may not have
-been stored (the worker then retries it and holds the checkpoint back).
+The contract (application/ports/sink.py): `max_batch`, `max_message_bytes`, and
+`async write(messages)` that stores every message durably before returning, idempotently on
+(connection_id, seq) — the worker retries whole batches, and a new owner may re-read up to one
+heartbeat of messages after a crash. Here idempotency comes from the file name: writing seq 42
+twice replaces one file with an identical one. Blocking file I/O runs in a thread, never on the
+event loop. A sink that forwards to Kinesis, Kafka or a transcription service has the same
+shape: an idempotency key of (connection_id, seq), a batch per call, and SinkUnavailable when
+the batch may not have been stored (the worker then retries it and holds the checkpoint back).
+This example does not fence (SinkRefused for a stale token or other data for a stored seq):
+the built-in sinks do, and a production sink should too.
 """
 
 import asyncio
@@ -30,6 +32,7 @@ from entrypoints.settings import Settings
 
 class FileSink:
     max_batch = 100
+    max_message_bytes = 16 * 2**20  # the largest message (UTF-8 bytes of data) it accepts
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory

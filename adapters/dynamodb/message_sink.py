@@ -1,37 +1,66 @@
 """DynamoDbMessageSink: the message sink port on a DynamoDB table, one item per message keyed
-(pk = "CONN#<id>", sk = seq), so storing a message again overwrites it with the same content:
-writes are idempotent and a batch can always be retried whole.
+(pk = "CONN#<id>", sk = seq).
 
-Cost: BatchWriteItem of up to 25 puts, 1 WCU per message up to 1 KB (more for larger
-payloads; an item is capped at 400 KB, so the upstream's maximum message size must stay below
-that). BatchWriteItem takes no conditions, so a stale owner's write is not refused here: it can
-only rewrite a seq with the data the upstream sent for it, which is harmless. Fencing stale
-owners is the lease's job (a worker stops writing when it can no longer trust its lease).
+Fenced (found by a security review: BatchWriteItem takes no condition, so a stale owner could
+overwrite a newer owner's rows). Each message is one conditional PutItem, the batch's puts
+concurrently:
 
-`UnprocessedItems` (throttling of part of a batch) are re-sent with jittered exponential
-back-off, up to `max_attempts` calls in all, then SinkUnavailable: the caller retries the whole
-batch later, which is safe because every put is idempotent.
+    attribute_not_exists(pk) OR (lease_token <= :token AND message_data = :data)
+
+so a rewrite of the same content under the same or a newer token is idempotent, and nothing
+else lands. A refused put returns the stored item (ReturnValuesOnConditionCheckFailure=ALL_OLD;
+read back when absent) to say why: a newer token (stale) or other data (a conflict). A put the
+service refuses as invalid (ValidationException: item larger than 400 KB) is reported too.
+Every other put of the batch is stored first; then SinkRefused names the refused messages.
+
+Cost: 1 WCU per message up to 1 KB, as with BatchWriteItem (a refused condition costs the same);
+25 requests instead of one, in parallel on the client's connection pool. Throttling is retried
+by botocore's standard retry mode; what remains becomes SinkUnavailable (the caller retries
+the whole batch: every put is idempotent).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from adapters.dynamodb import backoff, schema
-from adapters.dynamodb.errors import unavailable_as
+from botocore.exceptions import ClientError
+
+from adapters.dynamodb import schema
+from adapters.dynamodb.errors import CONDITION_FAILED, error_code, failed_item, unavailable_as
 from adapters.dynamodb.items import message_to_item
-from application.errors import ConfigurationError, SinkUnavailable
-from application.ports.sink import StoredMessage
+from application.errors import ConfigurationError, SinkRefused, SinkUnavailable
+from application.ports.sink import MAX_SEQ, StoredMessage
 
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb.client import DynamoDBClient
 
-MAX_BATCH = 25  # BatchWriteItem's limit per call
+MAX_BATCH = 25  # puts in flight at once per batch
+# DynamoDB's item limit is 400 KB, attribute names and values included; read as 400,000 bytes,
+# the strictest reading (the service takes a little more, moto stops at 405,000). The rest of a
+# message item is bounded: a 128-character connection id, a 256-character worker id, seq,
+# token, timestamp and TTL numbers, and seven attribute names, under 1 KiB together.
+ITEM_LIMIT_BYTES = 400_000
+ITEM_OVERHEAD_BYTES = 1024
+MAX_MESSAGE_BYTES = ITEM_LIMIT_BYTES - ITEM_OVERHEAD_BYTES
+
+_CONDITION = "attribute_not_exists(#pk) OR (#token <= :token AND #data = :data)"
+_VALIDATION = "ValidationException"
+
+_Key = tuple[str, int]
+
+
+@contextlib.asynccontextmanager
+async def _unavailable(what: str) -> AsyncIterator[None]:
+    with unavailable_as(SinkUnavailable, what):
+        yield
 
 
 class DynamoDbMessageSink:
     max_batch = MAX_BATCH
+    max_message_bytes = MAX_MESSAGE_BYTES
 
     def __init__(
         self,
@@ -39,49 +68,92 @@ class DynamoDbMessageSink:
         table: str = schema.DEFAULT_MESSAGES_TABLE,
         *,
         retention_s: int | None = None,
-        max_attempts: int = 6,
-        retry_base_s: float = 0.05,
-        retry_cap_s: float = 2.0,
+        concurrency: int = 4,
     ) -> None:
         """`retention_s`: if set, each message carries a TTL (`expires_at`, epoch seconds) that
         many seconds after it was received; DynamoDB deletes expired items within days."""
         if retention_s is not None and retention_s <= 0:
             raise ConfigurationError(f"retention_s must be positive, got {retention_s}")
-        if max_attempts < 1:
-            raise ConfigurationError(f"max_attempts must be at least 1, got {max_attempts}")
+        if concurrency < 1:
+            raise ConfigurationError(f"concurrency must be at least 1, got {concurrency}")
         self._client = client
         self._table = table
         self._retention_s = retention_s
-        self._max_attempts = max_attempts
-        self._retry_base_s = retry_base_s
-        self._retry_cap_s = retry_cap_s
-        self.operations: dict[str, int] = {}  # "write", "BatchWriteItem", "messages"
+        # Puts in flight per batch. Bounded: the store's renewals share the client's pool and
+        # the table's partitions, and must never queue behind a whole batch of puts.
+        self._puts = asyncio.Semaphore(concurrency)
+        self.operations: dict[str, int] = {}  # "write", "PutItem", "messages"
 
     async def write(self, messages: Sequence[StoredMessage]) -> None:
         if len(messages) > self.max_batch:
             raise ValueError(f"batch of {len(messages)} exceeds max_batch {self.max_batch}")
         self._count("write")
-        # BatchWriteItem refuses two requests for one key; the last copy of a seq wins.
+        # One put per key: the last copy of a seq in the batch is the one written.
         unique = {(m.connection_id, m.seq): m for m in messages}
-        pending: list[Any] = [
-            {"PutRequest": {"Item": message_to_item(m, self._expires_at(m))}}
-            for m in unique.values()
-        ]
-        self._count("messages", len(pending))
-        for attempt in range(self._max_attempts):
-            if not pending:
-                return
-            if attempt:
-                await backoff.pause(attempt - 1, self._retry_base_s, self._retry_cap_s)
-            self._count("BatchWriteItem")
-            with unavailable_as(SinkUnavailable, "message write"):
-                response = await self._client.batch_write_item(RequestItems={self._table: pending})
-            pending = list(response.get("UnprocessedItems", {}).get(self._table, []))
-        if pending:
-            raise SinkUnavailable(
-                f"DynamoDB kept {len(pending)} of {len(unique)} messages unprocessed after "
-                f"{self._max_attempts} attempts (throttled)"
+        self._count("messages", len(unique))
+        outcomes = await asyncio.gather(
+            *(self._put(m) for m in unique.values()), return_exceptions=True
+        )
+        stale: set[_Key] = set()
+        conflicts: set[_Key] = set()
+        invalid: set[_Key] = set()
+        for key, outcome in zip(unique, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                raise outcome  # unavailable (retry the batch) or a deployment error
+            {"stale": stale, "conflict": conflicts, "invalid": invalid, "stored": set()}[
+                outcome
+            ].add(key)
+        if stale or conflicts or invalid:
+            raise SinkRefused(
+                stale=frozenset(stale), conflicts=frozenset(conflicts), invalid=frozenset(invalid)
             )
+
+    async def _put(self, message: StoredMessage) -> str:
+        """ "stored", "stale", "conflict" or "invalid"; raises SinkUnavailable."""
+        if not 0 <= message.seq <= MAX_SEQ or (len(message.data.encode()) > self.max_message_bytes):
+            return "invalid"
+        self._count("PutItem")
+        try:
+            async with self._puts, _unavailable("message write"):
+                await self._client.put_item(
+                    TableName=self._table,
+                    Item=message_to_item(message, self._expires_at(message)),
+                    ConditionExpression=_CONDITION,
+                    ExpressionAttributeNames={
+                        "#pk": schema.PK,
+                        "#token": schema.FENCING_TOKEN,
+                        "#data": schema.MESSAGE_DATA,
+                    },
+                    ExpressionAttributeValues={
+                        ":token": {"N": str(message.token)},
+                        ":data": {"S": message.data},
+                    },
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+        except ClientError as exc:
+            code = error_code(exc)
+            if code == _VALIDATION:
+                return "invalid"
+            if code != CONDITION_FAILED:
+                raise
+            stored = failed_item(exc) or await self._stored(message)
+            if stored is None:
+                raise SinkUnavailable("message write refused, then the item was gone") from exc
+            token = int(stored.get(schema.FENCING_TOKEN, {}).get("N", "0"))
+            return "stale" if token > message.token else "conflict"
+        return "stored"
+
+    async def _stored(self, message: StoredMessage) -> Any:
+        async with self._puts, _unavailable("message read"):
+            response = await self._client.get_item(
+                TableName=self._table,
+                Key={
+                    schema.PK: {"S": schema.connection_key(message.connection_id)},
+                    schema.SK: {"N": str(message.seq)},
+                },
+                ConsistentRead=True,
+            )
+        return response.get("Item")
 
     def _expires_at(self, message: StoredMessage) -> int | None:
         if self._retention_s is None:

@@ -1,17 +1,20 @@
 """InMemoryMessageSink: messages keyed by (connection, seq), so a rewrite is an overwrite of
-the same message, never a second copy. Counts rewrites and can fail on purpose."""
+the same message, never a second copy. Fenced like every sink: a write under an older token
+than the stored one, or with other data for a stored seq, is refused (SinkRefused). Counts
+rewrites and can fail on purpose."""
 
 from collections.abc import Sequence
 
-from application.errors import ConfigurationError, SinkUnavailable
-from application.ports.sink import StoredMessage
+from application.errors import ConfigurationError, SinkRefused, SinkUnavailable
+from application.ports.sink import MAX_SEQ, StoredMessage
 
 
 class InMemoryMessageSink:
-    def __init__(self, max_batch: int = 25) -> None:
+    def __init__(self, max_batch: int = 25, max_message_bytes: int = 16 * 2**20) -> None:
         if max_batch < 1:
             raise ConfigurationError(f"max_batch must be at least 1, got {max_batch}")
         self.max_batch = max_batch
+        self.max_message_bytes = max_message_bytes
         self.messages: dict[tuple[str, int], StoredMessage] = {}
         self.writes = 0  # batches written
         self.written = 0  # messages written, rewrites included
@@ -42,12 +45,30 @@ class InMemoryMessageSink:
         self.writes += 1
 
     def _store(self, messages: Sequence[StoredMessage]) -> None:
+        stale: set[tuple[str, int]] = set()
+        conflicts: set[tuple[str, int]] = set()
+        invalid: set[tuple[str, int]] = set()
         for message in messages:
             key = (message.connection_id, message.seq)
-            if key in self.messages:
-                self.rewrites += 1
-            self.messages[key] = message
-            self.written += 1
+            stored = self.messages.get(key)
+            if (
+                not 0 <= message.seq <= MAX_SEQ
+                or len(message.data.encode()) > self.max_message_bytes
+            ):
+                invalid.add(key)
+            elif stored is not None and stored.token > message.token:
+                stale.add(key)
+            elif stored is not None and stored.data != message.data:
+                conflicts.add(key)
+            else:
+                if stored is not None:
+                    self.rewrites += 1
+                self.messages[key] = message
+                self.written += 1
+        if stale or conflicts or invalid:
+            raise SinkRefused(
+                stale=frozenset(stale), conflicts=frozenset(conflicts), invalid=frozenset(invalid)
+            )
 
     def seqs(self, connection_id: str) -> list[int]:
         return sorted(seq for cid, seq in self.messages if cid == connection_id)

@@ -22,6 +22,8 @@ class FakeStream:
     drop_after: int | None = None  # drop (abnormally) each subscriber after N messages
     rejected: bool = False
     lost: set[int] = attrs.Factory(set)  # seqs the upstream never delivers (lost upstream)
+    # Extra messages sent just before seq N (each time N is sent): a hostile or broken upstream.
+    inject: dict[int, list[UpstreamMessage]] = attrs.Factory(dict)
     subscribers: int = 0
     peak_subscribers: int = 0
     opens: int = 0
@@ -84,6 +86,8 @@ class _Subscription:
             if self._next <= stream.due(self._clock.monotonic()):
                 seq = self._next
                 self._next += 1
+                for extra in stream.inject.get(seq, []):
+                    yield extra
                 if seq in stream.lost:
                     continue
                 sent += 1

@@ -3,10 +3,13 @@
 One row per message keyed (connection_id, seq): a batch is one transaction of
 `INSERT ... ON CONFLICT DO UPDATE`, so writing a seq again (a retried batch, or a new owner
 re-receiving what the old one stored after its last checkpoint) overwrites it and counts the
-rewrite in `writes`. The database has a file of its own (not the store's): ingest writes are the
-bulk of the traffic, and SQLite has one writer per file, so lease renewals never queue behind
-them. `synchronous=FULL` by default: a batch is on disk before `write` returns, which is what
-lets the worker record its checkpoint.
+rewrite in `writes`. Fenced: the upsert's condition lets a rewrite through only under a token
+no older than the row's and with the same data; the row is read first in the same transaction
+to say which messages were refused and why (SinkRefused, raised after the rest is committed).
+The database has a file of its own (not the store's): ingest writes are the bulk of the
+traffic, and SQLite has one writer per file, so lease renewals never queue behind them.
+`synchronous=FULL` by default: a batch is on disk before `write` returns, which is what lets
+the worker record its checkpoint.
 
 Besides the port's `write`, reads for operators and judges (the demo, tests): `read`, `seqs`,
 `rewrites`.
@@ -19,19 +22,25 @@ from contextlib import asynccontextmanager
 
 from adapters.sqlite.db import SqliteDatabase
 from adapters.sqlite.schema import MESSAGES, MESSAGES_SCHEMA
-from application.errors import ConfigurationError, SinkUnavailable
-from application.ports.sink import StoredMessage
+from application.errors import ConfigurationError, SinkRefused, SinkUnavailable
+from application.ports.sink import MAX_SEQ, StoredMessage
 
 # One transaction per batch: larger batches mean fewer commits (each one an fsync at FULL).
 DEFAULT_MAX_BATCH = 500
+# SQLite itself stores values up to 1 GB; the sink states a bound that keeps a whole batch of
+# such messages within a worker's memory.
+MAX_MESSAGE_BYTES = 16 * 2**20
 
 _UPSERT = (
     f"INSERT INTO {MESSAGES} (connection_id, seq, data, received_at_ms, worker_id, token) "
     "VALUES (?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (connection_id, seq) DO UPDATE SET data = excluded.data, "
     "received_at_ms = excluded.received_at_ms, worker_id = excluded.worker_id, "
-    "token = excluded.token, writes = writes + 1"
+    "token = excluded.token, writes = writes + 1 "
+    # The fence, in the statement itself: never under an older token, never other data.
+    f"WHERE excluded.token >= {MESSAGES}.token AND excluded.data = {MESSAGES}.data"
 )
+_STORED = f"SELECT token, data FROM {MESSAGES} WHERE connection_id = ? AND seq = ?"
 _READ = (
     f"SELECT connection_id, seq, data, received_at_ms, worker_id, token FROM {MESSAGES} "
     "WHERE connection_id = ? ORDER BY seq"
@@ -51,6 +60,7 @@ class SqliteMessageSink:
             raise ConfigurationError(f"max_batch must be at least 1, got {max_batch}")
         self._db = db
         self.max_batch = max_batch
+        self.max_message_bytes = MAX_MESSAGE_BYTES
 
     @classmethod
     async def connect(
@@ -103,15 +113,36 @@ class SqliteMessageSink:
             raise ValueError(f"batch of {len(messages)} exceeds max_batch {self.max_batch}")
         if not messages:
             return
+        invalid = frozenset(
+            (m.connection_id, m.seq)
+            for m in messages
+            if not 0 <= m.seq <= MAX_SEQ or len(m.data.encode()) > self.max_message_bytes
+        )
         rows = [
             (m.connection_id, m.seq, m.data, m.received_at_ms, m.worker_id, m.token)
             for m in messages
+            if (m.connection_id, m.seq) not in invalid
         ]
 
-        def upsert(c: sqlite3.Connection) -> None:
-            c.executemany(_UPSERT, rows)  # the cursor must die on the DB thread (see db.py)
+        def upsert(c: sqlite3.Connection) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
+            # Statements run here, so their cursors die on the DB thread (see db.py).
+            stale: set[tuple[str, int]] = set()
+            conflicts: set[tuple[str, int]] = set()
+            for row in rows:
+                stored = c.execute(_STORED, row[:2]).fetchone()
+                if stored is not None and stored[0] > row[5]:
+                    stale.add(row[:2])
+                elif stored is not None and stored[1] != row[2]:
+                    conflicts.add(row[:2])
+                else:
+                    c.execute(_UPSERT, row)
+            return stale, conflicts
 
-        await self._db.write(upsert)
+        stale, conflicts = await self._db.write(upsert)
+        if stale or conflicts or invalid:
+            raise SinkRefused(
+                stale=frozenset(stale), conflicts=frozenset(conflicts), invalid=invalid
+            )
 
     async def read(self, connection_id: str) -> list[StoredMessage]:
         """Every stored message of a connection, in seq order."""

@@ -34,6 +34,11 @@ MALFORMED_HINTS = "MalformedHints"
 SELF_FENCES = "SelfFences"
 LOOP_LAG_MS = "EventLoopLagMs"
 HOLDING_WITHOUT_STORING_S = "SecondsHoldingWithoutStoring"
+# Upstream input (issue 13): seqs at or below what was received, dropped; forward jumps beyond
+# the window (an upstream fault); other data for a stored seq; messages refused at the boundary.
+REPLAYS_DROPPED = "ReplaysDropped"
+SEQ_JUMPS = "SeqJumps"
+SEQ_CONFLICTS = "SeqConflicts"
 
 
 class Kind(enum.Enum):
@@ -73,6 +78,19 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec(UPSTREAM_GIVE_UPS, Kind.COUNTER, "Connections handed back after upstream failures."),
     MetricSpec(MALFORMED_HINTS, Kind.COUNTER, "Queue hints dropped as malformed."),
     MetricSpec(SELF_FENCES, Kind.COUNTER, "Sessions ended because their lease ran out of trust."),
+    MetricSpec(
+        REPLAYS_DROPPED,
+        Kind.COUNTER,
+        "Upstream messages at or below a seq already received, dropped.",
+    ),
+    MetricSpec(
+        SEQ_JUMPS, Kind.COUNTER, "Upstream seq jumps beyond the window: the connection backs off."
+    ),
+    MetricSpec(
+        SEQ_CONFLICTS,
+        Kind.COUNTER,
+        "Other data for a stored seq: kept the stored copy, failed the connection.",
+    ),
     MetricSpec(LOOP_LAG_MS, Kind.TIMING, "How late the event loop wakes a timer (loop lag)."),
     # Its Maximum over the service is the worst worker's: the alarm on a worker that holds
     # connections yet stores nothing needs no per-task dimension.

@@ -5,6 +5,10 @@ from typing import Protocol
 
 import attrs
 
+# The largest seq any sink stores: a signed 64-bit integer (SQLite INTEGER, DynamoDB N as
+# used by readers in other languages). The worker refuses a larger one at the boundary.
+MAX_SEQ = 2**63 - 1
+
 
 @attrs.frozen
 class StoredMessage:
@@ -18,9 +22,17 @@ class StoredMessage:
 
 class MessageSink(Protocol):
     max_batch: int  # the most messages `write` accepts in one call
+    # The largest `data` (UTF-8 bytes) the sink can store in one message, with room for the
+    # rest of the row: the worker rejects a larger message at the boundary, and the settings
+    # refuse an upstream message limit above it.
+    max_message_bytes: int
 
     async def write(self, messages: Sequence[StoredMessage]) -> None:
         """Store every message durably before returning, idempotently on (connection_id, seq):
-        writing the same seq twice leaves one copy. Raises SinkUnavailable if any message may
-        not be stored (the caller retries the whole batch)."""
+        writing the same seq twice leaves one copy. Fenced: a message whose (connection_id,
+        seq) is stored under a newer token is not written (stale), nor one whose seq is stored
+        with different data (a conflict: the stored copy is kept). Such messages, and any the
+        sink cannot store at all, are reported by SinkRefused, raised after every other message
+        of the batch is stored. Raises SinkUnavailable if any message may not be stored (the
+        caller retries the whole batch)."""
         ...

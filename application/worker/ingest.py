@@ -6,19 +6,26 @@ waits (back-pressure reaches the upstream socket) instead of dropping or growing
 connections: with thousands of quiet connections a per-session flusher wrote one-message
 batches and woke a timer per session (bench/RESULTS.md), while one writer fills its batches.
 
-Per connection, messages are written in the order received, so each buffer's `checkpoint`
-(the highest seq durably written) is exact and never ahead of the sink. Nothing is written
-once its session's lease can no longer be trusted: such messages are dropped from the batch,
-so a stale owner never writes under an old fencing token.
+Per connection, messages are written in the order received, and each buffer's `checkpoint`
+(the highest seq durably written) only ever covers messages stored without a gap: once one of
+its messages is not stored (dropped, refused, lost), the checkpoint stays where it is, and the
+next owner resumes from there. Nothing is written once its session's lease can no longer be
+trusted, and a write that returns after trust ended does not count as stored.
+
+The writer is shared, so it must not die of one connection's message (issue 13: one
+unstorable message stopped storage for every connection of the worker). A batch the sink
+fails on in an unexpected way is split until the message at fault is alone; that message's
+connection fails (with the persisted upstream back-off), and nobody else's.
 """
 
 import asyncio
 import collections
 import logging
 import sys
+from collections.abc import Callable
 
-from application.errors import SinkUnavailable
-from application.ports.metrics import INGEST_LAG_MS, MESSAGES_INGESTED, SINK_ERRORS
+from application.errors import SinkRefused, SinkUnavailable
+from application.ports.metrics import INGEST_LAG_MS, MESSAGES_INGESTED, SEQ_CONFLICTS, SINK_ERRORS
 from application.ports.sink import StoredMessage
 from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
@@ -29,6 +36,10 @@ log = logging.getLogger(__name__)
 
 class Fenced(Exception):
     """The lease can no longer be trusted; stop reading and writing."""
+
+
+class Rejected(Exception):
+    """The connection's upstream sent something the sink will not store; stop reading."""
 
 
 class IngestBuffer:
@@ -45,37 +56,48 @@ class IngestBuffer:
         checkpoint_seq: int,
         capacity: int,
         capacity_bytes: int,
+        on_failure: Callable[[str], None],
     ) -> None:
         self._writer = writer
         self.lease = lease
-        self.checkpoint = checkpoint_seq  # highest seq durably stored
+        self.checkpoint = checkpoint_seq  # highest seq durably stored, with no gap before it
         self.next_seq = checkpoint_seq + 1  # the next seq the receive loop expects
         self.pending = 0
+        self.failure: str | None = None  # why the writer failed this connection's upstream
+        self._on_failure = on_failure
         self.pending_bytes = 0
         self._capacity = capacity
         self._capacity_bytes = capacity_bytes
         self._sizes: collections.deque[int] = collections.deque()  # per pending message
         # Made only while put waits for room (most buffers never do): one object fewer each.
         self._room: asyncio.Future[None] | None = None
+        self._submitted = 0  # tickets handed out, in receive order
+        self._next_settled = 0  # the ticket that must settle next for the checkpoint to move
+        self._gap = False  # a message was not stored: the checkpoint never moves again
 
     async def put(self, seq: int, data: str) -> None:
         """Queue one message for writing; waits while this session's buffer is full.
-        Raises Fenced once the lease is not trusted."""
-        if not self.lease.valid():
-            raise Fenced
+        Raises Fenced once the lease is not trusted, Rejected once the connection failed."""
+        self._check()
         size = sys.getsizeof(data)
         while self.pending and (
             self.pending >= self._capacity or self.pending_bytes + size > self._capacity_bytes
         ):
             self._room = asyncio.get_running_loop().create_future()
             await self._room
-        if not self.lease.valid():
-            raise Fenced
+        self._check()
         self.next_seq = seq + 1
         self.pending += 1
         self.pending_bytes += size
         self._sizes.append(size)
-        self._writer.submit(self, seq, data)
+        self._submitted += 1
+        self._writer.submit(self, self._submitted - 1, seq, data)
+
+    def _check(self) -> None:
+        if self.failure is not None:
+            raise Rejected(self.failure)
+        if not self.lease.valid():
+            raise Fenced
 
     async def drain(self) -> None:
         """Write everything this session has pending. Raises Fenced if some of it could not
@@ -84,10 +106,18 @@ class IngestBuffer:
         if self.pending:
             raise Fenced
 
-    def _settled(self, seq: int | None) -> None:
-        """The writer is done with one message: stored (its seq) or dropped (None). Messages
-        of one buffer settle in the order they were put."""
-        if seq is not None:
+    def fail(self, reason: str) -> None:
+        """The upstream sent what cannot be stored: this connection's fault alone."""
+        if self.failure is None:
+            self.failure = reason
+            self._on_failure(reason)
+
+    def _settled(self, ticket: int, seq: int, stored: bool) -> None:
+        """The writer is done with one message: stored, or not (dropped or refused)."""
+        if ticket != self._next_settled or not stored:
+            self._gap = True  # an earlier message never settled, or this one is not stored
+        self._next_settled = ticket + 1
+        if not self._gap:
             self.checkpoint = seq
         self.pending -= 1
         self.pending_bytes -= self._sizes.popleft()
@@ -95,27 +125,38 @@ class IngestBuffer:
             self._room.set_result(None)
 
 
+_Entry = tuple[IngestBuffer, int, StoredMessage]  # (buffer, ticket, message)
+
+
 class IngestWriter:
     """The worker's single sink writer (owned by the Worker, run as one of its loops)."""
 
     def __init__(self, ctx: WorkerContext) -> None:
         self._ctx = ctx
-        self._queue: collections.deque[tuple[IngestBuffer, StoredMessage]] = collections.deque()
+        self._queue: collections.deque[_Entry] = collections.deque()
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()  # one batch in flight at a time keeps per-connection order
         self._backoff = Backoff(0.05, 2.0, ctx.rng)
+        self._closed = False
         # Since start, for the metrics loop: it publishes the received count's growth and
         # watches the stored count move (plain sums: no metrics call per message).
         self.received = 0
         self.stored = 0
 
-    def buffer(self, lease: LeaseKeeper, checkpoint_seq: int) -> IngestBuffer:
+    def buffer(
+        self, lease: LeaseKeeper, checkpoint_seq: int, on_failure: Callable[[str], None]
+    ) -> IngestBuffer:
         config = self._ctx.config
         return IngestBuffer(
-            self, lease, checkpoint_seq, config.ingest_buffer_messages, config.ingest_buffer_bytes
+            self,
+            lease,
+            checkpoint_seq,
+            config.ingest_buffer_messages,
+            config.ingest_buffer_bytes,
+            on_failure,
         )
 
-    def submit(self, buffer: IngestBuffer, seq: int, data: str) -> None:
+    def submit(self, buffer: IngestBuffer, ticket: int, seq: int, data: str) -> None:
         lease = buffer.lease
         message = StoredMessage(
             connection_id=lease.connection_id,
@@ -125,8 +166,13 @@ class IngestWriter:
             worker_id=self._ctx.worker_id,
             token=lease.token,
         )
-        self._queue.append((buffer, message))
+        self._queue.append((buffer, ticket, message))
         self._wake.set()
+
+    def close(self) -> None:
+        """Write nothing more (the worker is failing): whatever is queued or submitted from
+        now on is dropped, so every checkpoint stays behind it."""
+        self._closed = True
 
     async def run(self) -> None:
         """Flush a full batch at once, a partial one a flush interval after its first message;
@@ -147,38 +193,110 @@ class IngestWriter:
                 if batch:
                     await self._write(batch)
 
-    def _next_batch(self) -> list[tuple[IngestBuffer, StoredMessage]]:
-        batch: list[tuple[IngestBuffer, StoredMessage]] = []
+    def _next_batch(self) -> list[_Entry]:
+        batch: list[_Entry] = []
         while self._queue and len(batch) < self._ctx.sink.max_batch:
-            buffer, message = self._queue.popleft()
-            if buffer.lease.valid():
-                batch.append((buffer, message))
+            entry = self._queue.popleft()
+            if self._writable(entry[0]):
+                batch.append(entry)
             else:
-                buffer._settled(None)  # fenced: never written under a stale token
+                _drop(entry)  # fenced or failed: never written under a stale token
         return batch
 
-    async def _write(self, batch: list[tuple[IngestBuffer, StoredMessage]]) -> None:
+    def _writable(self, buffer: IngestBuffer) -> bool:
+        return not self._closed and buffer.failure is None and buffer.lease.valid()
+
+    async def _write(self, batch: list[_Entry]) -> None:
         attempt = 0
         while batch:
             try:
-                await self._ctx.sink.write([message for _, message in batch])
+                await self._ctx.sink.write([message for _, _, message in batch])
             except SinkUnavailable as exc:
                 attempt += 1
                 self._ctx.metrics.count(SINK_ERRORS)
                 log.warning("sink write of %d failed (attempt %d): %s", len(batch), attempt, exc)
                 await self._ctx.clock.sleep(self._backoff.delay(attempt))
-                kept = [(b, m) for b, m in batch if b.lease.valid()]
-                for buffer, _ in batch:
-                    if not buffer.lease.valid():
-                        buffer._settled(None)
-                batch = kept
+                batch = self._still_writable(batch)
                 continue
-            for buffer, message in batch:
-                buffer._settled(message.seq)
+            except SinkRefused as refused:
+                self._settle(batch, refused)
+                return
+            except Exception:
+                await self._isolate(batch)
+                return
+            self._settle(batch, None)
+            return
+
+    async def _isolate(self, batch: list[_Entry]) -> None:
+        """The sink failed on this batch in a way it did not name: split it until the message
+        at fault is alone, and fail only that message's connection."""
+        if len(batch) == 1:
+            buffer, _, message = batch[0]
+            log.exception(
+                "the sink cannot store message seq %d: failing its connection",
+                message.seq,
+                extra=self._ctx.log_extra(message.connection_id, message.token),
+            )
+            _drop(batch[0])
+            buffer.fail(f"the sink could not store seq {message.seq}")
+            return
+        half = len(batch) // 2
+        # In order, so each connection's messages still settle in the order received.
+        await self._write(self._still_writable(batch[:half]))
+        await self._write(self._still_writable(batch[half:]))
+
+    def _still_writable(self, batch: list[_Entry]) -> list[_Entry]:
+        kept = []
+        for entry in batch:
+            if self._writable(entry[0]):
+                kept.append(entry)
+            else:
+                _drop(entry)
+        return kept
+
+    def _settle(self, batch: list[_Entry], refused: SinkRefused | None) -> None:
+        stored = 0
+        for entry in batch:
+            buffer, _, message = entry
+            key = (message.connection_id, message.seq)
+            extra = self._ctx.log_extra(message.connection_id, message.token)
+            if refused is not None and key in refused.stale:
+                # A newer token wrote this seq: another owner holds the connection now.
+                log.warning("sink refused seq %d: a newer owner wrote it", message.seq, extra=extra)
+                buffer.lease.superseded()
+                _drop(entry)
+            elif refused is not None and key in refused.invalid:
+                log.error(
+                    "sink cannot store seq %d: failing the connection", message.seq, extra=extra
+                )
+                _drop(entry)
+                buffer.fail(f"the sink cannot store seq {message.seq}")
+            elif refused is not None and key in refused.conflicts:
+                self._ctx.metrics.count(SEQ_CONFLICTS)
+                log.error(
+                    "seq %d is stored already with different data: kept the stored copy, "
+                    "failing the connection",
+                    message.seq,
+                    extra=extra,
+                )
+                _drop(entry)
+                buffer.fail(f"the upstream sent different data for stored seq {message.seq}")
+            elif not buffer.lease.valid():
+                # Stored, but the write returned after trust ended: it cannot be counted, so
+                # the checkpoint stays behind it (the next owner writes it again).
+                _drop(entry)
+            else:
+                buffer._settled(entry[1], message.seq, stored=True)
+                stored += 1
+        if stored:
             # One sample per batch, its oldest message's (the queue is in receipt order): the
             # worst lag of the batch, at a metrics call per batch instead of per message.
-            oldest_ms = batch[0][1].received_at_ms
+            oldest_ms = batch[0][2].received_at_ms
             self._ctx.metrics.timing(INGEST_LAG_MS, self._ctx.clock.now_ms() - oldest_ms)
-            self._ctx.metrics.count(MESSAGES_INGESTED, len(batch))
-            self.stored += len(batch)
-            return
+            self._ctx.metrics.count(MESSAGES_INGESTED, stored)
+            self.stored += stored
+
+
+def _drop(entry: _Entry) -> None:
+    buffer, ticket, message = entry
+    buffer._settled(ticket, message.seq, stored=False)

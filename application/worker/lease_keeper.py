@@ -43,6 +43,17 @@ class LeaseKeeper:
             return False
         return True
 
+    def superseded(self) -> None:
+        """The sink saw a newer token: another owner holds the connection, whatever the
+        store said at our last renew. Never trusted again."""
+        if self.lost_to is None:
+            self.lost_to = ""
+            self._ctx.metrics.count(LEASES_LOST)
+            log.info(
+                "lease superseded (the sink holds a newer token)",
+                extra=self._ctx.log_extra(self.connection_id, self.token),
+            )
+
     def remaining_s(self) -> float:
         return self._deadline - self._ctx.clock.monotonic()
 

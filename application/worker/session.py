@@ -21,18 +21,27 @@ from application.errors import (
 )
 from application.ports.metrics import (
     LEASE_RELEASES,
+    MESSAGES_REJECTED,
     MESSAGES_SKIPPED,
+    REPLAYS_DROPPED,
     SELF_FENCES,
+    SEQ_JUMPS,
     UPSTREAM_GIVE_UPS,
     UPSTREAM_RECONNECTS,
 )
+from application.ports.sink import MAX_SEQ
 from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
-from application.worker.ingest import Fenced, IngestWriter
+from application.worker.ingest import Fenced, IngestWriter, Rejected
 from application.worker.lease_keeper import LeaseKeeper
 from domain import Connection, DomainError, LeaseLost
 
 log = logging.getLogger(__name__)
+
+
+class UpstreamFault(Exception):
+    """The upstream broke the message contract (docs/decisions.md): its connection alone is
+    given up, with the persisted back-off."""
 
 
 class SessionEnd(enum.Enum):
@@ -66,12 +75,14 @@ class ConnectionSession:
         self.failures = acquired.failures
         self._acquired_checkpoint = acquired.checkpoint_seq
         self.lease = LeaseKeeper(ctx, acquired, acquire_started)
-        self.ingest = writer.buffer(self.lease, acquired.checkpoint_seq)
+        self.ingest = writer.buffer(self.lease, acquired.checkpoint_seq, self._writer_failed)
         self._writer = writer
         # A future, not a task waiting on an event: one object fewer per connection.
         self._stop: asyncio.Future[SessionEnd] = asyncio.get_running_loop().create_future()
         self._reconnect = Backoff(ctx.config.reconnect_base_s, ctx.config.reconnect_max_s, ctx.rng)
         self.end: SessionEnd | None = None
+        self.fault: str | None = None  # why the upstream was given up on, if it broke the contract
+        self._sequenced = False  # the upstream numbers its messages (then it must number all)
         self.upstream_open = False  # true while an upstream stream is open (for status/tests)
 
     @property
@@ -82,15 +93,18 @@ class ConnectionSession:
         if not self._stop.done():
             self._stop.set_result(reason)
 
+    def _writer_failed(self, reason: str) -> None:
+        self.fault = self.fault or reason
+        self.request_stop(SessionEnd.UPSTREAM_FAILED)
+
     async def run(self) -> SessionEnd:
         try:
             end = await first_completed(self._keep_lease(), self._stream(), self._stop)
         except Exception:
             log.exception("session failed", extra=self._extra())
             end = SessionEnd.ERROR
-        self.end = end
-        await self._finish(end)
-        return end
+        self.end = await self._finish(end)
+        return self.end
 
     async def _keep_lease(self) -> SessionEnd:
         """Heartbeats, and the self-fence: the session ends the moment the lease stops being
@@ -138,9 +152,17 @@ class ConnectionSession:
                             # A plain sum, published by the metrics loop: a metrics call
                             # per message costs microseconds at thousands of messages a second.
                             writer.received += 1
+                            if message.seq is None and self._sequenced:
+                                # It would take the seq of the upstream's next real message.
+                                ctx.metrics.count(MESSAGES_REJECTED)
+                                raise UpstreamFault("a message without a seq in a sequenced stream")
+                            self._sequenced = self._sequenced or message.seq is not None
                             seq = message.seq if message.seq is not None else self.ingest.next_seq
+                            self._check(seq, message.data)
                             if seq < self.ingest.next_seq:
-                                continue  # replayed twice by the upstream: already have it
+                                # Replayed by the upstream (a resume overlap): already have it.
+                                ctx.metrics.count(REPLAYS_DROPPED)
+                                continue
                             if seq > self.ingest.next_seq:
                                 self._gap(self.ingest.next_seq, seq)
                             await self.ingest.put(seq, message.data)
@@ -150,6 +172,10 @@ class ConnectionSession:
                 return SessionEnd.STREAM_ENDED
             except Fenced:
                 return SessionEnd.LEASE_LOST
+            except (UpstreamFault, Rejected) as exc:
+                self.fault = self.fault or str(exc)
+                log.warning("upstream broke the message contract: %s", exc, extra=self._extra())
+                return SessionEnd.UPSTREAM_FAILED
             except UpstreamRejected as exc:
                 log.warning("upstream rejected: %s", exc, extra=self._extra())
                 return SessionEnd.UPSTREAM_FAILED
@@ -162,25 +188,59 @@ class ConnectionSession:
                 log.info("upstream dropped, reconnecting: %s", exc, extra=self._extra())
                 await ctx.clock.sleep(self._reconnect.delay(attempts))
 
-    async def _finish(self, end: SessionEnd) -> None:
-        """Drain, then hand back. Store hiccups are retried while the budget lasts."""
+    def _check(self, seq: int, data: str) -> None:
+        """The boundary: what the sink cannot store, or a seq far ahead, is the upstream's
+        fault, found before it reaches the shared writer. Raises UpstreamFault."""
+        ctx = self._ctx
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:
+            ctx.metrics.count(MESSAGES_REJECTED)
+            raise UpstreamFault(f"seq {seq!r:.40} is not an integer in 0..2^63-1")
+        try:
+            size = len(data.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate, from a JSON escape such as \ud800
+            ctx.metrics.count(MESSAGES_REJECTED)
+            raise UpstreamFault(f"seq {seq}: data is not valid Unicode text") from None
+        if size > ctx.sink.max_message_bytes:
+            ctx.metrics.count(MESSAGES_REJECTED)
+            raise UpstreamFault(
+                f"seq {seq}: {size} bytes, more than the sink stores ({ctx.sink.max_message_bytes})"
+            )
+        jump = seq - self.ingest.next_seq
+        if jump > ctx.config.seq_jump_window:
+            # Not a new checkpoint: everything normal after it would be dropped as a replay.
+            ctx.metrics.count(SEQ_JUMPS)
+            raise UpstreamFault(
+                f"seq jumped from {self.ingest.next_seq - 1} to {seq}, more than "
+                f"{ctx.config.seq_jump_window} ahead"
+            )
+
+    async def _finish(self, end: SessionEnd) -> SessionEnd:
+        """Drain, then hand back. Store hiccups are retried while the budget lasts. Returns
+        the ending as handed back: a connection whose upstream broke the contract is given up
+        on with the persisted back-off, whatever else ended the session (a shutdown too), so
+        that it does not circulate through the fleet."""
         if self.lease.lost_to is not None:
-            return  # someone else owns it now: nothing of ours to write
+            return SessionEnd.LEASE_LOST  # someone else owns it now: nothing of ours to write
         # Once not trusted, nothing more is written: the new owner resumes from our checkpoint.
         with contextlib.suppress(Fenced):
             await self.ingest.drain()
+        if self.lease.lost_to is not None:
+            return SessionEnd.LEASE_LOST  # the sink saw a newer token while draining
+        if self.fault is not None:
+            end = SessionEnd.UPSTREAM_FAILED
         for attempt in range(1, 4):
             try:
                 await self._hand_back(end)
             except LeaseLost:
-                return
+                return end
             except (StoreUnavailable, DomainError) as exc:
                 log.warning("hand-back attempt %d failed: %s", attempt, exc, extra=self._extra())
                 await self._ctx.clock.sleep(0.1 * attempt)
                 continue
             if end in _STILL_WANTED:
                 await self._hint()
-            return
+            return end
+        return end
 
     async def _hint(self) -> None:
         """Tell the fleet the connection is free now (found by tests/chaos): otherwise it
@@ -205,8 +265,9 @@ class ConnectionSession:
                 ctx.config.poison_backoff_base_s, ctx.config.poison_backoff_max_s, ctx.rng
             )
             delay_s = backoff.delay(failures)
+            reason = self.fault or "upstream kept failing"
             await ctx.store.report_upstream_failure(
-                *args, now + int(delay_s * 1000), "upstream kept failing", now
+                *args, now + int(delay_s * 1000), reason[:200], now
             )
         else:
             await ctx.store.release(*args, ctx.clock.now_ms())

@@ -38,6 +38,10 @@ from application.worker.sessions import Sessions
 log = logging.getLogger(__name__)
 
 
+class WorkerFailed(Exception):
+    """One of the worker's loops ended unexpectedly: the process must exit and be replaced."""
+
+
 @attrs.frozen
 class SessionView:
     connection_id: str
@@ -114,12 +118,36 @@ class Worker:
             self._loops[name] = asyncio.create_task(
                 loop(ctx, self.sessions, self._beats), name=f"{name}:{ctx.worker_id}"
             )
+        shutdown = asyncio.ensure_future(self._shutdown.wait())
         try:
-            await self._shutdown.wait()
+            # A loop must never end on its own: a worker that renews its leases while, say,
+            # its writer is dead stores nothing and hides it (issue 13).
+            await asyncio.wait([shutdown, *self._loops.values()], return_when="FIRST_COMPLETED")
+            ended = [name for name, task in self._loops.items() if task.done()]
+            if ended:
+                await self._fail(ended[0])
             await self._graceful_shutdown()
         finally:
+            shutdown.cancel()
             await self._cancel_loops()
             await self.sessions.cancel_all()
+
+    async def _fail(self, name: str) -> None:
+        """Stop renewing, hand back every lease with its checkpoint (which covers stored
+        messages only; nothing more is written), and raise WorkerFailed."""
+        task = self._loops[name]
+        error = None if task.cancelled() else task.exception()
+        log.critical(
+            "worker loop %r ended unexpectedly: releasing every connection and exiting",
+            name,
+            exc_info=error,
+            extra={"worker_id": self.ctx.worker_id},
+        )
+        self.ingest.close()
+        self._draining.set()
+        await self._cancel_loops(keep=("ingest",))
+        await self.sessions.stop_all(SessionEnd.ERROR, self.ctx.config.shutdown_budget_s)
+        raise WorkerFailed(f"loop {name!r} ended unexpectedly") from error
 
     async def _graceful_shutdown(self) -> None:
         ctx = self.ctx

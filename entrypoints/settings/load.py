@@ -67,7 +67,7 @@ class Settings:
     upstream_open_timeout_s: float
     upstream_ping_interval_s: float
     upstream_ping_timeout_s: float
-    upstream_max_message_bytes: int
+    upstream_max_message_bytes: int | None
     upstream_ca_file: str | None
     upstream_tls_read_buffer_bytes: int
     chaos_control: str | None  # tests/chaos only

@@ -378,9 +378,11 @@ _UPSTREAM = (
     _s(
         "UPSTREAM_MAX_MESSAGE_BYTES",
         "upstream_max_message_bytes",
-        Number(integer=True, minimum=1024),
-        _WS.max_size.default,
-        "Largest upstream message accepted; a larger one is a rejected stream.",
+        OrNone(Number(integer=True, minimum=1024)),
+        None,
+        "Largest upstream message accepted (unset: 1 MiB frames, and no message larger than "
+        "the sink stores, 398,976 bytes on DynamoDB); a larger one is a rejected stream. "
+        "Refused at start-up if above what the message sink stores.",
     ),
     _s(
         "UPSTREAM_CA_FILE",
@@ -457,6 +459,11 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
         "message larger than this is still taken when the buffer is empty.",
     ),
     "ingest_flush_interval_s": (_SECONDS, "Longest wait before buffered messages are written."),
+    "seq_jump_window": (
+        Number(integer=True, minimum=1),
+        "Largest forward seq jump taken as messages lost upstream; a larger one is an upstream "
+        "fault (the connection backs off), never a new checkpoint.",
+    ),
     "metrics_interval_s": (_SECONDS, "Seconds between metric publications."),
 }
 

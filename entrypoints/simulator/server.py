@@ -18,7 +18,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from entrypoints.simulator import control
+from entrypoints.simulator import control, hostile
 from entrypoints.simulator.routes import BadRequest, Subscription, parse_subscription, split
 from entrypoints.simulator.streams import ConnectionRecord, SimulatedStream, StreamLimitReached
 
@@ -56,6 +56,8 @@ class UpstreamSimulator:
         self._live: dict[str, dict[ServerConnection, ConnectionRecord]] = {}
         self._changed = asyncio.Event()
         self._server: Server | None = None
+        # /hostile/<kind>/<id> streams (hostile.py): connections opened, per stream id.
+        self.hostile_connects: dict[str, int] = {}
         self.host = ""
         self.port = 0
 
@@ -66,7 +68,7 @@ class UpstreamSimulator:
             self._subscriber,
             host,
             port,
-            process_request=self._process_request,
+            process_request=self._handshake,
             compression=None,
             max_size=2**16,  # subscribers send little or nothing
             ssl=self._ssl,
@@ -165,6 +167,17 @@ class UpstreamSimulator:
 
     # -- handshake ----------------------------------------------------------------------------
 
+    async def _handshake(self, ws: ServerConnection, request: Request) -> Response | None:
+        segments, _ = split(request.path)
+        if len(segments) == 3 and segments[0] == "hostile":
+            if segments[1] not in hostile.KINDS:
+                return ws.respond(404, "unknown hostile kind\n")
+            if segments[1] == "slow-handshake":
+                self.hostile_connects[segments[2]] = self.hostile_connects.get(segments[2], 0) + 1
+                await asyncio.sleep(hostile.SLOW_HANDSHAKE_S)
+            return None
+        return self._process_request(ws, request)
+
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         segments, query = split(request.path)
         try:
@@ -187,6 +200,9 @@ class UpstreamSimulator:
 
     async def _subscriber(self, ws: ServerConnection) -> None:
         segments, query = split(ws.request.path if ws.request else "")
+        if segments[0] == "hostile":
+            await self._hostile(ws, segments[1], segments[2], query)
+            return
         sub = parse_subscription(segments, query)  # validated by _process_request
         stream = self._streams[sub.stream_id]
         now = time.monotonic()
@@ -226,6 +242,20 @@ class UpstreamSimulator:
             if not live:
                 del self._live[stream.stream_id]
             self._notify()
+
+    async def _hostile(
+        self, ws: ServerConnection, kind: str, sid: str, query: dict[str, str]
+    ) -> None:
+        self.hostile_connects[sid] = self.hostile_connects.get(sid, 0) + 1
+        from_seq = int(query.get("from_seq", "1"))
+        sender = asyncio.create_task(hostile.play(ws, kind, sid, from_seq, self.rate))
+        try:
+            with suppress(ConnectionClosed):
+                async for _ in ws:
+                    pass
+        finally:
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
 
     def _notify(self) -> None:
         """Wakes `wait_for_subscribers` callers (each waits on the event current when it

@@ -32,7 +32,9 @@ from tests.support.moto import MotoEndpoint
 from tests.support.resolver import StaticResolver
 
 CONFIG = WorkerConfig().scaled(0.1)  # lease 2 s, heartbeat 0.5 s, desired-state check 1 s
-RATE = 20.0
+# Each message is one conditional put (the sink is fenced, issue 13): moto, in-process and
+# serving one request at a time, holds the event loop longer per message than with batches.
+RATE = 10.0
 
 
 @attrs.define
@@ -157,7 +159,10 @@ async def test_three_workers_on_aws_adapters_survive_crash_and_handoff_without_l
         state = await fleet.store.get(cid)
         assert state is not None
         stored = [m.seq for m in await read_messages(fleet.dynamodb, TABLES.messages, cid)]
-        assert stored == list(range(1, state.checkpoint_seq + 1)), f"{cid}: gap or duplicate"
+        # The checkpoint covers a gapless prefix; a write that returned after its lease stopped
+        # being trusted may lie beyond it (not counted: the next owner writes it again).
+        assert stored == list(range(1, len(stored) + 1)), f"{cid}: gap or duplicate"
+        assert len(stored) >= state.checkpoint_seq, f"{cid}: checkpoint past what is stored"
         assert state.checkpoint_seq >= RATE * 3, f"{cid} streamed too little to judge"
     stopped = await fleet.store.get(ids[0])
     assert stopped is not None

@@ -1,5 +1,5 @@
-"""DynamoDbMessageSink beyond the shared contract: unprocessed items (moto never returns them)
-re-sent with back-off or surfaced as SinkUnavailable, error translation, and retention TTLs."""
+"""DynamoDbMessageSink beyond the shared contract: throttled puts surfaced as SinkUnavailable,
+messages DynamoDB cannot store refused alone, and retention TTLs."""
 
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -8,14 +8,13 @@ import pytest
 
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.dynamodb.tables import create_tables
-from application.errors import SinkUnavailable
+from application.errors import SinkRefused, SinkUnavailable
 from application.ports import StoredMessage
 from tests.support.dynamodb import (
     TABLES,
     FaultyClient,
     client_error,
     dynamodb_client,
-    half_batch_write,
     raising,
     read_messages,
 )
@@ -33,38 +32,45 @@ def batch(n: int, cid: str = "c1") -> list[StoredMessage]:
     return [StoredMessage(cid, seq, f"m{seq}", 1_700_000_000_000, "w1", 3) for seq in range(n)]
 
 
-async def test_unprocessed_items_are_sent_again_until_all_are_stored(client: Any) -> None:
-    faulty = FaultyClient(client)
-    sink = DynamoDbMessageSink(cast(Any, faulty), TABLES.messages, retry_base_s=0.001)
-    faulty.plan("batch_write_item", half_batch_write, times=3)
-
-    await sink.write(batch(25))
-
-    assert [m.seq for m in await read_messages(client, TABLES.messages, "c1")] == list(range(25))
-    assert faulty.calls["batch_write_item"] == 4  # 25 -> 13 -> 7 -> 4 left, then the rest
-
-
-async def test_items_left_unprocessed_too_long_raise_sink_unavailable(client: Any) -> None:
-    faulty = FaultyClient(client)
-    sink = DynamoDbMessageSink(
-        cast(Any, faulty), TABLES.messages, max_attempts=3, retry_base_s=0.001
-    )
-    faulty.plan("batch_write_item", half_batch_write, times=10)
-
-    with pytest.raises(SinkUnavailable, match="unprocessed"):
-        await sink.write(batch(20))
-    # Part of it is stored; the caller retries the whole batch, which is idempotent.
-    await DynamoDbMessageSink(client, TABLES.messages).write(batch(20))
-    assert len(await read_messages(client, TABLES.messages, "c1")) == 20
-
-
-async def test_throttling_becomes_sink_unavailable(client: Any) -> None:
+async def test_a_put_left_throttled_fails_the_batch_which_is_then_retried_whole(
+    client: Any,
+) -> None:
     faulty = FaultyClient(client)
     sink = DynamoDbMessageSink(cast(Any, faulty), TABLES.messages)
-    faulty.plan("batch_write_item", raising(client_error("ThrottlingException")))
+    faulty.plan("put_item", raising(client_error("ThrottlingException")))
 
     with pytest.raises(SinkUnavailable, match="ThrottlingException"):
-        await sink.write(batch(2))
+        await sink.write(batch(20))
+    # The other puts landed; the caller retries the whole batch, which is idempotent.
+    assert 0 < len(await read_messages(client, TABLES.messages, "c1")) < 20
+    await sink.write(batch(20))
+    assert len(await read_messages(client, TABLES.messages, "c1")) == 20
+    assert faulty.calls["put_item"] == 40
+
+
+async def test_a_message_larger_than_an_item_may_be_is_refused_alone(client: Any) -> None:
+    sink = DynamoDbMessageSink(client, TABLES.messages)
+    messages = batch(3)
+    huge = StoredMessage("c1", 1, "x" * (sink.max_message_bytes + 1), 1, "w1", 3)
+
+    with pytest.raises(SinkRefused) as refused:
+        await sink.write([messages[0], huge, messages[2]])
+
+    assert refused.value.invalid == {("c1", 1)}
+    assert [m.seq for m in await read_messages(client, TABLES.messages, "c1")] == [0, 2]
+
+
+async def test_the_service_refusing_an_item_is_reported_as_invalid_not_raised(
+    client: Any,
+) -> None:
+    faulty = FaultyClient(client)
+    sink = DynamoDbMessageSink(cast(Any, faulty), TABLES.messages)
+    faulty.plan("put_item", raising(client_error("ValidationException")))
+
+    with pytest.raises(SinkRefused) as refused:
+        await sink.write(batch(1))
+
+    assert refused.value.invalid == {("c1", 0)}
 
 
 async def test_a_retention_stamps_each_message_with_a_ttl(client: Any) -> None:

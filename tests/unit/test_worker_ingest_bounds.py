@@ -43,7 +43,9 @@ def writer_and_buffer(**config: int) -> tuple[IngestWriter, IngestBuffer, InMemo
         "c1", 1, DesiredState.STARTED, "ws://h/", owner="w1", token=1, expires_at_ms=10**15
     )
     writer = IngestWriter(ctx)  # its run loop is not started: only flush() writes
-    return writer, writer.buffer(LeaseKeeper(ctx, held, clock.monotonic()), 0), sink
+    failures: list[str] = []  # a buffer's own failures; none expected here
+    lease = LeaseKeeper(ctx, held, clock.monotonic())
+    return writer, writer.buffer(lease, 0, failures.append), sink
 
 
 async def settle() -> None:

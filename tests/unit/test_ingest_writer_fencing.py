@@ -1,0 +1,146 @@
+"""The ingest writer's side of sink fencing (issue 13), on virtual time: what the sink refuses,
+and a write that returns after the lease stopped being trusted, never advance a checkpoint."""
+
+import asyncio
+import random
+from collections.abc import Sequence
+
+import attrs
+
+from adapters.memory.clock import FakeClock
+from adapters.memory.metrics import InMemoryMetrics
+from adapters.memory.queue import InMemoryNotificationQueue
+from adapters.memory.sink import InMemoryMessageSink
+from adapters.memory.store import InMemoryConnectionStore
+from adapters.memory.upstream import FakeUpstream
+from application.config import WorkerConfig
+from application.ports import MessageSink, StoredMessage
+from application.url_policy import UrlPolicy
+from application.worker.context import WorkerContext
+from application.worker.ingest import IngestBuffer, IngestWriter
+from tests.support.fleet import NoDns
+
+
+@attrs.define
+class Lease:
+    """The part of a LeaseKeeper the writer reads, trusted until told otherwise."""
+
+    connection_id: str
+    token: int
+    trusted: bool = True
+    lost_to: str | None = None
+
+    def valid(self) -> bool:
+        return self.trusted and self.lost_to is None
+
+    def superseded(self) -> None:
+        self.lost_to = ""
+
+
+def _context(sink: MessageSink, clock: FakeClock, metrics: InMemoryMetrics) -> WorkerContext:
+    return WorkerContext(
+        worker_id="w1",
+        config=WorkerConfig(),
+        store=InMemoryConnectionStore(),
+        queue=InMemoryNotificationQueue(clock),
+        upstream=FakeUpstream(clock),
+        sink=sink,
+        metrics=metrics,
+        clock=clock,
+        url_policy=UrlPolicy(resolver=NoDns(), allow_private=True),
+        rng=random.Random(1),
+    )
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.metrics = InMemoryMetrics()
+        self.sink = InMemoryMessageSink()
+        self.writer = IngestWriter(_context(self.sink, self.clock, self.metrics))
+        self.failures: dict[str, str] = {}
+
+    def buffer(self, cid: str, token: int = 1, checkpoint: int = 0) -> tuple[IngestBuffer, Lease]:
+        lease = Lease(cid, token)
+
+        def failed(reason: str) -> None:
+            self.failures[cid] = reason
+
+        buffer = self.writer.buffer(lease, checkpoint, failed)  # type: ignore[arg-type]
+        return buffer, lease
+
+
+async def test_a_write_that_returns_after_trust_ended_does_not_advance_the_checkpoint() -> None:
+    h = Harness()
+    buffer, lease = h.buffer("c1")
+    for seq in (1, 2, 3):
+        await buffer.put(seq, f"m{seq}")
+
+    real_write = h.sink.write
+
+    async def slow_write(messages: Sequence[StoredMessage]) -> None:
+        await real_write(messages)  # it lands...
+        lease.trusted = False  # ...but returns after the self-fence deadline
+
+    h.sink.write = slow_write  # type: ignore[method-assign]
+    await h.writer.flush()
+
+    assert buffer.checkpoint == 0
+    assert buffer.pending == 0
+
+
+async def test_a_stale_token_refused_by_the_sink_ends_the_lease_not_the_checkpoint() -> None:
+    h = Harness()
+    await h.sink.write([StoredMessage("c1", 2, "m2", 1, "w2", 2)])  # a newer owner wrote seq 2
+    buffer, lease = h.buffer("c1", token=1)
+    for seq in (1, 2, 3):
+        await buffer.put(seq, f"m{seq}")
+
+    await h.writer.flush()
+
+    assert lease.lost_to == ""
+    assert buffer.checkpoint == 1
+    assert "c1" not in h.failures
+
+
+async def test_other_data_for_a_stored_seq_is_counted_and_fails_only_that_connection() -> None:
+    h = Harness()
+    await h.sink.write([StoredMessage("c1", 2, "first", 1, "w0", 1)])
+    c1, _ = h.buffer("c1", token=2)
+    c2, _ = h.buffer("c2", token=2)
+    for seq in (1, 2, 3):
+        await c1.put(seq, f"m{seq}")
+        await c2.put(seq, f"m{seq}")
+
+    await h.writer.flush()
+
+    assert h.metrics.counters["SeqConflicts"] == 1
+    assert "different data" in h.failures["c1"]
+    assert "c2" not in h.failures
+    assert h.sink.messages[("c1", 2)].data == "first", "the stored copy is kept"
+    assert (c1.checkpoint, c2.checkpoint) == (1, 3)
+
+
+async def test_a_message_lost_by_the_writer_freezes_the_checkpoint_behind_it() -> None:
+    h = Harness()
+    buffer, _ = h.buffer("c1")
+    for seq in (1, 2, 3, 4):
+        await buffer.put(seq, f"m{seq}")
+    h.writer._queue.popleft()  # seq 1 vanished (a writer that died holding it, before #13)
+
+    await h.writer.flush()
+
+    assert h.sink.seqs("c1") == [2, 3, 4]
+    assert buffer.checkpoint == 0, "never past a message that did not land"
+
+
+async def test_a_closed_writer_stores_nothing_more() -> None:
+    h = Harness()
+    buffer, _ = h.buffer("c1")
+    await buffer.put(1, "m1")
+    h.writer.close()
+
+    await asyncio.wait_for(buffer.drain(), 1)
+
+    assert h.sink.seqs("c1") == []
+    assert buffer.checkpoint == 0
