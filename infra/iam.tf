@@ -54,7 +54,7 @@ data "aws_iam_policy_document" "worker" {
 
   statement {
     sid       = "MessagesTable"
-    actions   = ["dynamodb:BatchWriteItem"]
+    actions   = ["dynamodb:GetItem", "dynamodb:PutItem"]
     resources = [aws_dynamodb_table.messages.arn]
   }
 

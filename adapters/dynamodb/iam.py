@@ -28,7 +28,9 @@ WORKER: Grants = MappingProxyType(
         CONNECTIONS: ("dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem"),
         ORPHAN_INDEX: ("dynamodb:Query",),  # reconciliation and next_available_at
         EVENTS: ("dynamodb:PutItem",),  # the ownership log, inside the transactions
-        MESSAGES: ("dynamodb:BatchWriteItem",),  # the default message sink
+        # the default message sink: a conditional PutItem per message (fenced), and a
+        # GetItem to read back a refused one when the service returns no old item
+        MESSAGES: ("dynamodb:GetItem", "dynamodb:PutItem"),
     }
 )
 
