@@ -14,8 +14,8 @@ mutant must be killed by the domain's own tests, not by a fleet test that happen
 Its cache there makes a re-run retest only what changed. Results accumulate per module in
 bench/mutants.json (a module not run keeps its last result, or shows as not run), and
 bench/MUTANTS.md is rendered from it. A survivor is either killed by a new test or listed in
-bench/mutants_equivalent.toml with a one-line reason (mutant name = "why it cannot be
-observed"); every other survivor is reported as needing a test.
+bench/mutants_judged.toml with a one-line reason (equivalent: why it cannot be observed; or
+the test added since that kills it); every other survivor is reported as needing a test.
 """
 
 import argparse
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "build" / "mutants"
 RESULTS = ROOT / "bench" / "mutants.json"
 REPORT = ROOT / "bench" / "MUTANTS.md"
-EQUIVALENTS = ROOT / "bench" / "mutants_equivalent.toml"
+JUDGED = ROOT / "bench" / "mutants_judged.toml"
 KEEP = "<!-- written by hand from here on; bench/mutants.py keeps it -->"
 
 STORE_CONTRACT = ["tests/contract/test_store_contract.py"]
@@ -54,7 +54,10 @@ class Module:
 # module (file, or package folder) -> why it is in scope, and its tests
 MODULES: dict[str, Module] = {
     "domain": Module("decide/evolve: every ownership rule", ["tests/unit/test_domain_*.py"]),
-    "adapters/dynamodb/conditions.py": Module("the rules as DynamoDB conditions", STORE_CONTRACT),
+    "adapters/dynamodb/conditions.py": Module(
+        "the rules as DynamoDB conditions",
+        [*STORE_CONTRACT, "tests/unit/test_dynamodb_conditions.py"],
+    ),
     "adapters/dynamodb/connection_store.py": Module("DynamoDB store adapter", STORE_CONTRACT),
     "adapters/sqlite/store.py": Module("SQLite store adapter", STORE_CONTRACT),
     "adapters/memory/store.py": Module("in-memory store (the reference)", STORE_CONTRACT),
@@ -85,6 +88,12 @@ def main() -> int:
     parser.add_argument("modules", nargs="*", help=f"a subset of: {', '.join(MODULES)}")
     parser.add_argument("--max-children", type=int, default=2, help="parallel mutants")
     parser.add_argument("--report-only", action="store_true", help="re-render MUTANTS.md")
+    parser.add_argument(
+        "--collect",
+        action="store_true",
+        help="take the verdicts as they stand in build/mutants/<module>/ (after retesting "
+        "single mutants there by hand with `mutmut run NAME`), keeping the last run's time",
+    )
     args = parser.parse_args()
     unknown = sorted(set(args.modules) - set(MODULES))
     if unknown:
@@ -93,7 +102,14 @@ def main() -> int:
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if not args.report_only:
         for module in selected:
-            results[module] = run(module, args.max_children)
+            if args.collect:
+                last = results.get(module, {})
+                outcome = collect(module, last.get("seconds", 0), args.max_children)
+            else:
+                outcome = run(module, args.max_children)
+            # Re-read: another run (of other modules) may have written meanwhile.
+            results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+            results[module] = outcome
             RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     kept = REPORT.read_text().partition(KEEP)[2] if REPORT.exists() else ""
     REPORT.write_text(render(results) + "\n" + KEEP + kept)
@@ -102,13 +118,13 @@ def main() -> int:
         name
         for module in selected
         for name in results.get(module, {}).get("survivors", {})
-        if name not in equivalents()
+        if name not in judged()
     ]
     return 1 if survivors else 0
 
 
 def run(module: str, max_children: int) -> dict[str, Any]:
-    work = WORK / module.removesuffix(".py").replace("/", ".")
+    work = work_dir(module)
     tests = prepare(work, module)
     print(f"mutmut over {module} with {len(tests)} test files; log in {work}/mutmut.log")
     cached = (work / "mutants").exists()
@@ -121,23 +137,38 @@ def run(module: str, max_children: int) -> dict[str, Any]:
         if again:
             mutmut(work, module, max_children, again)
     took_s = time.monotonic() - began
+    return collect(module, round(took_s), max_children)
+
+
+def collect(module: str, seconds: int, max_children: int) -> dict[str, Any]:
+    work = work_dir(module)
     commit = git("rev-parse", "--short", "HEAD") + (
-        "-dirty" if git("status", "--porcelain") else ""
+        "-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""
     )
     mine = read_exit_codes(work)
     counts = Counter(status(v) for v in mine.values())
-    print(f"  {dict(counts)} in {took_s:.0f} s")
+    print(f"  {module}: {dict(counts)} ({seconds} s)")
     return {
         "commit": commit,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), "
         f"{max_children} mutants at once",
-        "tests": sorted(tests),
+        "tests": sorted(module_tests(module)),
         "counts": dict(counts),
         "total": len(mine),
-        "seconds": round(took_s),
+        "seconds": seconds,
         "survivors": {k: status(v) for k, v in sorted(mine.items()) if status(v) != "killed"},
     }
+
+
+def work_dir(module: str) -> Path:
+    return WORK / module.removesuffix(".py").replace("/", ".")
+
+
+def module_tests(module: str) -> list[str]:
+    return sorted(
+        str(path.relative_to(ROOT)) for glob in MODULES[module].tests for path in ROOT.glob(glob)
+    )
 
 
 def status(exit_code: int | None) -> str:
@@ -165,9 +196,7 @@ def prepare(work: Path, module: str) -> list[str]:
         shutil.copytree(
             ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
         )
-    tests = sorted(
-        str(path.relative_to(ROOT)) for glob in MODULES[module].tests for path in ROOT.glob(glob)
-    )
+    tests = module_tests(module)
     only = f"{module}/*" if (ROOT / module).is_dir() else module
     pyproject = (ROOT / "pyproject.toml").read_text()
     pyproject += "\n[tool.mutmut]\n" + "\n".join(
@@ -191,10 +220,10 @@ def read_exit_codes(work: Path) -> dict[str, int | None]:
     return codes
 
 
-def equivalents() -> dict[str, str]:
-    if not EQUIVALENTS.exists():
+def judged() -> dict[str, str]:
+    if not JUDGED.exists():
         return {}
-    return {k: str(v) for k, v in tomllib.loads(EQUIVALENTS.read_text()).items()}
+    return {k: str(v) for k, v in tomllib.loads(JUDGED.read_text()).items()}
 
 
 def count_mutants(module: str) -> int | None:
@@ -214,7 +243,7 @@ def count_mutants(module: str) -> int | None:
 
 
 def render(results: dict[str, Any]) -> str:
-    known = equivalents()
+    known = judged()
     lines = [
         "# Mutation testing (`make mutants`)",
         "",
@@ -222,8 +251,8 @@ def render(results: dict[str, Any]) -> str:
         "command is the fast-tier files that exercise it directly (listed in `bench/mutants.py`;",
         "mutmut runs, per mutant, those that cover the mutated function). Generated by",
         "`bench/mutants.py` from `bench/mutants.json`;",
-        "survivors that cannot be observed are listed with their reason in",
-        "`bench/mutants_equivalent.toml`. Not part of `make test`.",
+        "survivors judged by hand (equivalent, or killed by a test added since the run) are",
+        "listed with the reason in `bench/mutants_judged.toml`. Not part of `make test`.",
         "",
         "| module | mutants | killed | survived | timeout | no tests | kill rate | commit | run |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
@@ -236,9 +265,9 @@ def render(results: dict[str, Any]) -> str:
             not_run.append(module)
             continue
         c = r["counts"]
-        judged = r["total"] - c.get("not run", 0)
+        tested = r["total"] - c.get("not run", 0)
         killed = c.get("killed", 0)
-        rate = f"{100 * killed / judged:.1f}%" if judged else "-"
+        rate = f"{100 * killed / tested:.1f}%" if tested else "-"
         lines.append(
             f"| `{module}` | {r['total']} | {killed} | {c.get('survived', 0)} | "
             f"{c.get('timeout', 0)} | {c.get('no tests', 0)} | {rate} | {r['commit']} | "

@@ -47,12 +47,16 @@ def test_releasing_a_connection_never_started_names_it() -> None:
 
 
 def test_a_stale_token_after_a_release_is_not_called_a_takeover() -> None:
-    """Released (no owner): the stale holder lost its token, nobody took the lease over."""
+    """Released by a later owner (no owner now, a newer token): the stale holder lost its
+    token, but nobody holds the lease, so nobody "took it over"."""
     conn = leased("w1")
     released, _ = run(conn, Release(CID, "w1", conn.token, 0), T0 + 1)
+    again, _ = run(released, Acquire(CID, "w2", LEASE_MS), T0 + 2)
+    free, _ = run(again, Release(CID, "w2", again.token, 0), T0 + 3)
+    assert (free.owner, free.token) == ("", conn.token + 1)
 
-    with pytest.raises(LeaseLost, match=f"^'w1' no longer holds token 1 on '{CID}'$"):
-        decide(released, Release(CID, "w1", conn.token, 0), T0 + 2)
+    with pytest.raises(LeaseLost, match=rf"^'w1' no longer holds token 1 on '{CID}'$"):
+        decide(free, Release(CID, "w1", conn.token, 0), T0 + 4)
 
 
 def test_a_takeover_is_named_with_the_new_owner_and_both_tokens() -> None:
