@@ -5,12 +5,13 @@ condition, only because `back_off_at_most` beside it binds the same `:expires`.)
 
 import re
 
+import attrs
 import pytest
 
 from adapters.dynamodb import conditions
 from adapters.dynamodb.expressions import Expression
 from adapters.dynamodb.items import n, s
-from domain import DesiredState
+from domain import DesiredState, InvalidCommand, Start, decide, fold
 
 PARTS: dict[str, tuple[Expression, dict[str, object]]] = {
     "item_absent": (conditions.item_absent(), {}),
@@ -40,3 +41,14 @@ def test_every_placeholder_a_condition_uses_is_bound_in_it_with_its_value(part: 
     assert set(re.findall(r"#\w+", expression.text)) == set(expression.names)
     assert set(re.findall(r":\w+", expression.text)) == set(expression.values)
     assert dict(expression.values) == values
+
+
+def test_a_command_without_a_store_precondition_is_refused_by_name() -> None:
+    @attrs.frozen
+    class Teleport:
+        connection_id: str
+
+    state = fold(decide(None, Start("c1", "wss://feeds.example.com/a"), 0), None)
+
+    with pytest.raises(InvalidCommand, match=r"^no store precondition for Teleport$"):
+        conditions.precondition(Teleport("c1"), state, 1)  # type: ignore[arg-type]
