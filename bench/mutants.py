@@ -282,7 +282,8 @@ def render(results: dict[str, Any]) -> str:
         for module in not_run:
             n = count_mutants(module)
             guess = f", about {n * per / 60:.0f} min at the measured rate" if n and per else ""
-            lines.append(f"- `{module}` ({MODULES[module].why}): {n} mutants{guess}")
+            count = f"{n} mutants" if n is not None else "mutants not counted"
+            lines.append(f"- `{module}` ({MODULES[module].why}): {count}{guess}")
     lines += ["", "## Survivors", ""]
     any_left = False
     for module in MODULES:
