@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test lint typecheck layers unit contract integration e2e hostile demo bench chaos lambda-zip checkov terraform clean
+.PHONY: install test lint typecheck layers unit contract integration e2e hostile demo bench chaos mutants lambda-zip checkov terraform clean
 
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
@@ -82,6 +82,13 @@ bench: $(STAMP)
 CHAOS_MINUTES ?= 10
 chaos: $(STAMP)
 	CHAOS_MINUTES=$(CHAOS_MINUTES) $(BIN)/python -m pytest tests/chaos --soak -m soak $(PYTEST_ARGS)
+
+# Mutation testing (never part of `make test`: about an hour per module group on 2 shared
+# cores, see bench/MUTANTS.md). MUTANTS_ARGS narrows it: MUTANTS_ARGS="domain --max-children 1".
+MUTANTS_ARGS ?=
+mutants: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,mutants]'
+	$(BIN)/python -m bench.mutants $(MUTANTS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info infra/.terraform.lock.hcl

@@ -1,4 +1,5 @@
-"""ChaosControl: steers a FaultInjectingStore and a SkewedClock inside a real worker process
+"""ChaosControl: steers a FaultInjectingStore, a FaultInjectingSink and a SkewedClock inside a
+real worker process
 from a small JSON file that a chaos harness rewrites (tests/chaos). Test and chaos runs only:
 the entrypoints wire it when WSFLEET_CHAOS_CONTROL names the file, and never otherwise.
 
@@ -6,12 +7,14 @@ The file says which faults are wanted NOW; a key left out means "no such fault":
 
     {"revision": 7, "outage": false, "severed": false, "latency_s": 0.3, "error_rate": 0.2,
      "timeout_s": 0.4, "timeout_rate": 0.3, "skew_ms": -500, "fail": {"renew": 1},
-     "lose_responses": {"renew": 2}}
+     "lose_responses": {"renew": 2}, "sink_outage": false, "sink_latency_s": 0.5,
+     "sink_fail": {"partial": 2, "applied": 1}}
 
-`fail` (calls refused unapplied) and `lose_responses` (calls applied whose response is lost)
-are one-shot plans, set when `revision` grows: they replace whatever an earlier revision
-planned and was not used yet (a plan for a call a worker rarely makes must not linger into
-the next fault). A missing file means no faults. The
+`fail` (calls refused unapplied), `lose_responses` (calls applied whose response is lost) and
+`sink_fail` (sink writes failing after storing nothing, some or all of the batch: see
+adapters/faults/sink.py) are one-shot plans, set when `revision` grows: they replace whatever
+an earlier revision planned and was not used yet (a plan for a call a worker rarely makes must
+not linger into the next fault). A missing file means no faults. The
 file is polled every `interval_s` and read in a thread (the loop never waits on the disk); a
 writer should replace it atomically (write, then rename). Each applied revision is logged once
 ("chaos faults applied", with `chaos_revision`), which is how a harness knows it took effect.
@@ -21,12 +24,14 @@ import asyncio
 import json
 import logging
 import os
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from adapters.faults.clock import SkewedClock
+from adapters.faults.sink import FaultInjectingSink, SinkFault
 from adapters.faults.store import FaultInjectingStore
 
 log = logging.getLogger(__name__)
@@ -60,8 +65,12 @@ _KEYS = frozenset(
         "skew_ms",
         "fail",
         "lose_responses",
+        "sink_outage",
+        "sink_latency_s",
+        "sink_fail",
     }
 )
+SINK_FAULTS = {fault.value: fault for fault in SinkFault}
 
 
 class InvalidChaosSpec(ValueError):
@@ -80,6 +89,9 @@ class ChaosSpec:
     skew_ms: int = 0
     fail: dict[str, int] = attrs.field(factory=dict)
     lose_responses: dict[str, int] = attrs.field(factory=dict)
+    sink_outage: bool = False
+    sink_latency_s: float = 0.0
+    sink_fail: dict[str, int] = attrs.field(factory=dict)
 
     @classmethod
     def parse(cls, raw: bytes) -> "ChaosSpec":
@@ -104,6 +116,9 @@ class ChaosSpec:
             skew_ms=_number(doc, "skew_ms", int, 0, signed=True),
             fail=_plans(doc, "fail"),
             lose_responses=_plans(doc, "lose_responses"),
+            sink_outage=_flag(doc, "sink_outage"),
+            sink_latency_s=_number(doc, "sink_latency_s", float, 0.0),
+            sink_fail=_plans(doc, "sink_fail", SINK_FAULTS.keys(), "sink failure modes"),
         )
 
 
@@ -125,13 +140,18 @@ def _number(doc: dict[str, Any], key: str, kind: type, default: Any, signed: boo
     return kind(value)
 
 
-def _plans(doc: dict[str, Any], key: str) -> dict[str, int]:
+def _plans(
+    doc: dict[str, Any],
+    key: str,
+    allowed: Collection[str] = STORE_OPERATIONS,
+    what: str = "store operations",
+) -> dict[str, int]:
     value = doc.get(key, {})
     if not isinstance(value, dict):
-        raise InvalidChaosSpec(f"{key} must map store operations to counts")
+        raise InvalidChaosSpec(f"{key} must map {what} to counts")
     for op, count in value.items():
-        if op not in STORE_OPERATIONS:
-            raise InvalidChaosSpec(f"{key}: unknown store operation {op!r}")
+        if op not in allowed:
+            raise InvalidChaosSpec(f"{key}: unknown {what[:-1]} {op!r}; allowed: {sorted(allowed)}")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise InvalidChaosSpec(f"{key}.{op} must be a count >= 0")
     return dict(value)
@@ -149,9 +169,11 @@ class ChaosControl:
         store: FaultInjectingStore,
         clock: SkewedClock,
         interval_s: float = 0.1,
+        sink: FaultInjectingSink | None = None,
     ) -> None:
         self._path = path
         self._store = store
+        self._sink = sink
         self._clock = clock
         self._interval_s = interval_s
         self._seen: _Version | None = None
@@ -205,12 +227,20 @@ class ChaosControl:
         store.timeout_s = spec.timeout_s
         store.timeout_rate = spec.timeout_rate
         self._clock.skew_ms = spec.skew_ms
+        sink = self._sink
+        if sink is not None:
+            sink.outage = spec.sink_outage
+            sink.latency_s = spec.sink_latency_s
         if spec.revision > previous.revision:
             store.clear_plans()
             for op, count in spec.fail.items():
                 store.fail_next(op, count)
             for op, count in spec.lose_responses.items():
                 store.fail_next(op, count, applied=True)
+            if sink is not None:
+                sink.clear_plans()
+                for mode, count in spec.sink_fail.items():
+                    sink.fail_next(count, SINK_FAULTS[mode])
         self.applied = spec
         log.warning(
             "chaos faults applied",

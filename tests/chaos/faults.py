@@ -371,3 +371,45 @@ async def busiest(run: ChaosRun) -> WorkerHandle | None:
         counts.append((len(await run.owned_by(handle)), handle.name, handle))
     counts.sort(key=lambda c: (c[0], c[1]))
     return counts[-1][2] if counts and counts[-1][0] > 0 else None
+
+
+SINK_FAULTS: dict[str, dict[str, Any]] = {
+    "sink outage": {"sink_outage": True},
+    "sink latency 0.2s": {"sink_latency_s": 0.2},
+    "sink partial batches": {"sink_fail": {"partial": 3}},
+    "sink lost responses": {"sink_fail": {"applied": 3}},
+}
+
+
+async def sink_faults(run: ChaosRun, kinds: list[str] | None = None) -> None:
+    """The sink down, slow, leaving items of a batch unprocessed, or storing a batch whose
+    answer is lost, on every worker's sink at once. None of them may cost an owner (the lease
+    does not depend on the sink) and, during each and once recovered, everything up to each
+    stored checkpoint is in the sink."""
+    for kind in kinds if kinds is not None else list(SINK_FAULTS):
+        workers = run.serving()
+        await asyncio.gather(*(run.set_faults(w, **SINK_FAULTS[kind]) for w in workers))
+        run.stats.fault(kind)
+        # Three heartbeats: each records a checkpoint while messages wait for the sink. Longer
+        # outages only grow the backlog whose flush, on moto (DynamoDB requests served one at a
+        # time), delays renewals: that would test moto, not wsfleet.
+        await run.hold_covered(kind, HEARTBEAT_S * 3, required=True)
+        await checkpoints_stored(run, f"during {kind}")
+        await asyncio.gather(*(run.set_faults(w) for w in workers))
+        await asyncio.sleep(HEARTBEAT_S * 1.5)  # every session renews with its new checkpoint
+        await checkpoints_stored(run, f"after {kind}")
+
+
+async def checkpoints_stored(run: ChaosRun, when: str) -> None:
+    """Everything up to each connection's stored checkpoint is in the sink: a new owner
+    resumes after that checkpoint, so a hole below it is lost for good."""
+    for cid in sorted(run.wanted):
+        conn = await run.backend.router.get(cid)  # first: stored rows only grow after this
+        checkpoint = conn.checkpoint_seq if conn is not None else 0
+        stored = {m.seq for m in await run.backend.messages(cid)}
+        run.stats.checks += 1
+        missing = sorted(set(range(1, checkpoint + 1)) - stored)
+        if missing:
+            run.violation(
+                f"{cid}: {when}, checkpoint {checkpoint} but seqs {missing[:10]} not stored"
+            )

@@ -1,8 +1,9 @@
 """Schedules of faults, and one run from deployment to verdict.
 
 `short_schedule`: every fault once, in an order where each starts from a healthy fleet (what
-`make test` runs per backend). `soak_schedule`: random faults, alone and overlapping, until a
-deadline (what `make chaos` repeats). `execute` opens a deployment, runs a schedule, shuts the
+`make test` runs per backend); `sink_schedule`: every sink fault once (also in `make test`).
+`soak_schedule`: random faults, alone and overlapping, until a deadline (what `make chaos`
+repeats). `execute` opens a deployment, runs a schedule, shuts the
 fleet down gracefully and judges everything; the outcome carries the numbers and, if anything
 failed, the evidence.
 """
@@ -52,6 +53,13 @@ async def short_schedule(run: ChaosRun) -> None:
     await faults.restart_stopped(run)
 
 
+async def sink_schedule(run: ChaosRun) -> None:
+    """Every sink fault once (a test of its own in the short suite: `-k sink`)."""
+    await run.add_workers(WORKERS)
+    await faults.pickup(run, [f"c{i:02d}" for i in range(CONNECTIONS)])
+    await faults.sink_faults(run)
+
+
 # The soak's menu: name -> (weight, fault). CHAOS_FAULTS=freeze,crash narrows it.
 SOAK_MENU: dict[str, tuple[float, Schedule]] = {
     "crash": (3, lambda r: faults.crash(r, skew_other=r.rng.random() < 0.5)),
@@ -63,6 +71,7 @@ SOAK_MENU: dict[str, tuple[float, Schedule]] = {
     "duplicates": (1, faults.duplicates),
     "restart": (1, faults.restart_stopped),
     "overlapping": (2, faults.overlapping),
+    "sink": (2, lambda r: faults.sink_faults(r, [r.rng.choice(list(faults.SINK_FAULTS))])),
 }
 
 

@@ -16,10 +16,12 @@ import pytest
 from adapters.dynamodb.connection_store import DynamoDbConnectionStore
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.dynamodb.tables import create_tables
+from adapters.faults.sink import FaultInjectingSink
 from adapters.memory.sink import InMemoryMessageSink
 from adapters.memory.store import InMemoryConnectionStore
 from adapters.sqlite.message_sink import SqliteMessageSink
 from adapters.sqlite.store import SqliteConnectionStore
+from adapters.system.clock import SystemClock
 from application.ports import ConnectionStore, MessageSink, StoredMessage
 from tests.support.dynamodb import TABLES, dynamodb_client, read_messages
 from tests.support.moto import MotoEndpoint
@@ -80,6 +82,12 @@ async def memory_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -> 
     return SinkUnderTest(sink, read)
 
 
+async def faults_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -> SinkUnderTest:
+    """The fault injector with no fault planned is a sink like any other (over the memory one)."""
+    inner = await memory_sink(request, stack)
+    return SinkUnderTest(FaultInjectingSink(inner.sink, SystemClock()), inner.read)
+
+
 async def dynamodb_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -> SinkUnderTest:
     moto: MotoEndpoint = request.getfixturevalue("moto")
     client = await stack.enter_async_context(dynamodb_client(moto))
@@ -99,6 +107,7 @@ async def sqlite_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -> 
 
 SINK_FACTORIES: dict[str, SinkFactory] = {
     "memory": memory_sink,
+    "faults": faults_sink,
     "dynamodb": dynamodb_sink,
     "sqlite": sqlite_sink,
 }

@@ -118,13 +118,26 @@ async def test_more_than_ten_hints_are_sent_and_deleted_in_one_call_each(
 
 
 async def test_deleting_unknown_repeated_or_no_receipts_is_harmless(queue: QueueUnderTest) -> None:
+    """Harmless means: no error, nothing else deleted, the deleted hint stays deleted, and the
+    queue goes on working."""
+    await queue.queue.send(["conn-1", "conn-2"])
     await queue.queue.delete([])
     await queue.queue.delete(["not-a-receipt", "also-not-one"])
-    await queue.queue.send(["conn-1"])
-    [delivery] = await receive_all(queue, expected=1)
+    got = await receive_all(queue, expected=2)
+    assert ids_of(got) == ["conn-1", "conn-2"], "unknown receipts deleted nothing"
+    deleted, kept = got
 
-    await queue.queue.delete([delivery.receipt, delivery.receipt])
-    await queue.queue.delete([delivery.receipt])
+    await queue.queue.delete([deleted.receipt, deleted.receipt])  # repeated in one call
+    await queue.queue.delete([deleted.receipt])  # and again later
+    await asyncio.sleep(VISIBILITY_TIMEOUT_S + 0.2)
+
+    again = await receive_all(queue, expected=1)
+    assert ids_of(again) == [kept.connection_id], "only the undeleted hint came back"
+    await queue.queue.delete([again[0].receipt])
+    await queue.queue.send(["conn-3"])
+    assert ids_of(await receive_all(queue, expected=1)) == ["conn-3"]
+    await asyncio.sleep(VISIBILITY_TIMEOUT_S + 0.2)
+    assert ids_of(await queue.queue.receive(max_messages=10, wait_s=0)) == ["conn-3"]
 
 
 async def test_malformed_hints_surface_as_problems_beside_valid_ones(

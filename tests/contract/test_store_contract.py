@@ -7,6 +7,7 @@ store with the in-memory one over a long random command sequence.
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
 
@@ -22,6 +23,7 @@ from domain import (
     ConnectionStarted,
     DesiredState,
     DomainError,
+    Event,
     InvalidCommand,
     LeaseAcquired,
     LeaseLost,
@@ -617,3 +619,140 @@ async def _outcome(store: ConnectionStore, method: str, args: tuple[object, ...]
 
 async def _orphan_ids(store: ConnectionStore, now: int) -> set[str]:
     return {c.connection_id async for page in store.iter_orphans(now, 3) for c in page}
+
+
+# --- races of different commands on one connection ----------------------------------------------
+
+# Each racer: (name, call). The call gets the store, the connection id and `now`.
+_Call = Callable[[ConnectionStore, str, int], Awaitable[object]]
+_RACERS: dict[str, _Call] = {
+    "start": lambda s, cid, now: s.start(cid, URL, now),
+    "stop": lambda s, cid, now: s.stop(cid, now),
+    "acquire": lambda s, cid, now: s.try_acquire(cid, "w2", LEASE, now),
+    "renew": lambda s, cid, now: s.renew(cid, "w1", 1, LEASE, 9, now),
+    "release": lambda s, cid, now: s.release(cid, "w1", 1, 9, now),
+    "end_stream": lambda s, cid, now: s.end_stream(cid, "w1", 1, 9, now),
+    "fail": lambda s, cid, now: s.report_upstream_failure(cid, "w1", 1, 9, now + 30_000, "x", now),
+}
+
+
+async def _held(store: ConnectionStore, cid: str) -> int:
+    """w1 holds the lease (token 1, checkpoint 5); returns a `now` inside it."""
+    conn = await leased(store, cid)
+    await store.renew(cid, "w1", conn.token, LEASE, 5, T + 1)
+    return T + 2
+
+
+async def _expired(store: ConnectionStore, cid: str) -> int:
+    await _held(store, cid)
+    return T + 1 + LEASE + 1
+
+
+async def _stopped(store: ConnectionStore, cid: str) -> int:
+    await _held(store, cid)
+    await store.release(cid, "w1", 1, 5, T + 2)
+    await store.stop(cid, T + 3)
+    return T + 4
+
+
+async def _free(store: ConnectionStore, cid: str) -> int:
+    await _held(store, cid)
+    await store.release(cid, "w1", 1, 5, T + 2)
+    return T + 3
+
+
+_SETUPS = {"held": _held, "expired": _expired, "stopped": _stopped, "free": _free}
+_RACES = [
+    ("held", "stop", "release"),
+    ("held", "stop", "renew"),
+    ("held", "stop", "end_stream"),
+    ("held", "stop", "fail"),
+    ("held", "renew", "release"),
+    ("held", "renew", "end_stream"),
+    ("held", "release", "fail"),
+    ("expired", "acquire", "stop"),
+    ("expired", "acquire", "release"),
+    ("expired", "acquire", "renew"),
+    ("expired", "acquire", "end_stream"),
+    ("expired", "acquire", "fail"),
+    ("stopped", "start", "stop"),
+    ("stopped", "start", "acquire"),
+    ("free", "acquire", "stop"),
+]
+
+
+@pytest.mark.parametrize(("setup", "first", "second"), _RACES, ids=["-".join(r) for r in _RACES])
+async def test_two_different_commands_racing_on_one_connection_act_as_one_after_the_other(
+    store: ConnectionStore, setup: str, first: str, second: str
+) -> None:
+    """GIVEN a connection in `setup` WHEN `first` and `second` are sent at once THEN results,
+    state and history are those of one of the two serial orders, decided on the in-memory
+    reference: the loser of the race decides again on what won, never on what it had read
+    (racing identical commands cannot show that; the rule alone separates those)."""
+    cids = [f"race-{i}" for i in range(4)]
+    nows = {cid: await _SETUPS[setup](store, cid) for cid in cids}
+    a, b = _RACERS[first], _RACERS[second]
+
+    async def race(i: int, cid: str) -> list[object]:
+        calls = [_settled(a, store, cid, nows[cid]), _settled(b, store, cid, nows[cid])]
+        if i % 2:
+            calls.reverse()  # half the connections get them in the other order
+        results = list(await asyncio.gather(*calls))
+        return results[::-1] if i % 2 else results  # as (first, second)
+
+    outcomes = await asyncio.gather(*(race(i, cid) for i, cid in enumerate(cids)))
+
+    for i, cid in enumerate(cids):
+        seen = (outcomes[i], await store.get(cid), await store.history(cid))
+        serial = [await _serially(setup, cid, order) for order in ((a, b), (b, a))]
+        assert seen in [
+            serial[0],
+            ([serial[1][0][1], serial[1][0][0]], serial[1][1], serial[1][2]),
+        ], f"{cid}: {first} and {second} raced into {seen}"
+
+
+async def _settled(call: _Call, store: ConnectionStore, cid: str, now: int) -> object:
+    try:
+        result = await call(store, cid, now)
+    except DomainError as exc:
+        return type(exc)
+    if isinstance(result, RenewResult) and not result.renewed:
+        return RenewResult(False, None)
+    return result
+
+
+async def _serially(
+    setup: str, cid: str, order: tuple[_Call, _Call]
+) -> tuple[list[object], Connection | None, Sequence[Event]]:
+    reference = InMemoryConnectionStore()
+    now = await _SETUPS[setup](reference, cid)
+    results = [await _settled(call, reference, cid, now) for call in order]
+    return results, await reference.get(cid), await reference.history(cid)
+
+
+# --- the heartbeat's no-read path is fenced by the token, not just the owner ---------------------
+
+
+async def test_a_worker_that_took_its_own_expired_lease_over_cannot_renew_its_old_token(
+    store: ConnectionStore,
+) -> None:
+    """GIVEN w1 heartbeating under token 1 (so a store may renew it without a read) WHEN its
+    lease expires and w1 itself takes the connection over (token 2) THEN token 1 is stale:
+    renewing, releasing or checkpointing with it is refused and changes nothing."""
+    old = await leased(store)
+    warm = await store.renew("c1", "w1", old.token, LEASE, 3, T + 1)
+    assert warm.renewed
+    again = await store.try_acquire("c1", "w1", LEASE, T + 1 + LEASE + 1)
+    assert again is not None
+    assert (again.owner, again.token) == ("w1", old.token + 1)
+    now = T + LEASE + 5
+
+    stale = await store.renew("c1", "w1", old.token, LEASE, 3, now)
+    assert_refused(stale, again)
+    advancing = await store.renew("c1", "w1", old.token, LEASE, 4, now)
+    assert_refused(advancing, again)
+    with pytest.raises(LeaseLost):
+        await store.release("c1", "w1", old.token, 4, now)
+    assert await store.get("c1") == again
+    current = await store.renew("c1", "w1", again.token, LEASE, 4, now + 1)
+    assert current.renewed

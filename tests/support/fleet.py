@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import attrs
 
 from adapters.faults.clock import SkewedClock
+from adapters.faults.sink import FaultInjectingSink
 from adapters.faults.store import FaultInjectingStore
 from adapters.memory.clock import FakeClock
 from adapters.memory.metrics import InMemoryMetrics
@@ -37,6 +38,7 @@ class NoDns:
 class Member:
     worker: Worker
     store: FaultInjectingStore
+    sink: FaultInjectingSink  # this worker's way to the fleet's one sink
     metrics: InMemoryMetrics
     task: "asyncio.Task[None]"
 
@@ -64,6 +66,7 @@ class Fleet:
         self._seed += 1
         clock = SkewedClock(self.clock, skew_ms) if skew_ms else self.clock
         store = FaultInjectingStore(self.store, clock)
+        sink = FaultInjectingSink(self.sink, clock)
         metrics = InMemoryMetrics()
         worker = Worker(
             worker_id=name,
@@ -71,14 +74,14 @@ class Fleet:
             store=store,
             queue=queue or self.queue,
             upstream=self.upstream,
-            sink=self.sink,
+            sink=sink,
             metrics=metrics,
             clock=clock,
             url_policy=self.url_policy,
             rng=random.Random(self._seed),
         )
         task = asyncio.create_task(worker.run(), name=f"worker:{name}")
-        member = Member(worker, store, metrics, task)
+        member = Member(worker, store, sink, metrics, task)
         self.members[name] = member
         return member
 
@@ -143,3 +146,17 @@ class Fleet:
         assert not missing, f"{connection_id}: missing seqs {missing[:20]}"
         for seq in range(1, upto + 1):
             assert self.sink.messages[(connection_id, seq)].data == f"{url}#{seq}"
+
+    async def assert_checkpoint_stored(self, connection_id: str) -> int:
+        """The invariant every sink fault must keep: everything up to the stored checkpoint is
+        in the sink (a new owner resumes after it, so a hole below it is lost for good).
+        Returns the checkpoint."""
+        state = await self.store.get(connection_id)
+        assert state is not None
+        missing = sorted(
+            set(range(1, state.checkpoint_seq + 1)) - set(self.sink.seqs(connection_id))
+        )
+        assert not missing, (
+            f"{connection_id}: checkpoint {state.checkpoint_seq} but seqs {missing[:20]} not stored"
+        )
+        return state.checkpoint_seq

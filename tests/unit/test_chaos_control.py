@@ -8,10 +8,13 @@ import pytest
 
 from adapters.faults.clock import SkewedClock
 from adapters.faults.control import ChaosControl, ChaosSpec, InvalidChaosSpec
+from adapters.faults.sink import FaultInjectingSink
 from adapters.faults.store import FaultInjectingStore
 from adapters.memory.clock import FakeClock
+from adapters.memory.sink import InMemoryMessageSink
 from adapters.memory.store import InMemoryConnectionStore
-from application.errors import StoreUnavailable
+from application.errors import SinkUnavailable, StoreUnavailable
+from application.ports import StoredMessage
 
 
 @pytest.fixture
@@ -91,6 +94,9 @@ async def test_an_invalid_file_is_ignored_and_the_last_faults_stay(
         ('{"latency_s": -1}', "latency_s must not be negative"),
         ('{"fail": {"renw": 1}}', "unknown store operation 'renw'"),
         ('{"skew_ms": 0.5}', "skew_ms must be an integer"),
+        ('{"sink_fail": {"half": 1}}', "unknown sink failure mode 'half'"),
+        ('{"sink_outage": 1}', "sink_outage must be true or false"),
+        ('{"sink_latency_s": -0.1}', "sink_latency_s must not be negative"),
         ("{", "not JSON"),
     ],
 )
@@ -110,3 +116,32 @@ async def test_a_new_revision_replaces_the_plans_an_earlier_one_left_unused(
 
     await store.start("c1", "ws://upstream.test/c1", 1_000)  # the old plan is gone
     assert store.injected == 0
+
+
+async def test_the_file_steers_the_sink_outage_latency_and_one_shot_failures(
+    tmp_path: Path,
+) -> None:
+    clock = SkewedClock(FakeClock(), 0)
+    store = FaultInjectingStore(InMemoryConnectionStore(), clock)
+    inner = InMemoryMessageSink()
+    sink = FaultInjectingSink(inner, clock)
+    path = tmp_path / "chaos.json"
+    control = ChaosControl(path, store, clock, sink=sink)
+    batch = [StoredMessage("c1", seq, f"m{seq}", 1_000, "w1", 1) for seq in (1, 2, 3)]
+
+    write(path, {"revision": 1, "sink_outage": True, "sink_latency_s": 0.5})
+    await control.poll()
+    assert (sink.outage, sink.latency_s) == (True, 0.5)
+
+    write(path, {"revision": 2, "sink_fail": {"partial": 1, "applied": 1}})
+    await control.poll()
+    await control.poll()  # unchanged file: nothing planned twice
+    assert (sink.outage, sink.latency_s, sink.planned) == (False, 0.0, 2)
+    with pytest.raises(SinkUnavailable, match="partial"):
+        await sink.write(batch)
+    assert inner.seqs("c1") == [1, 3]  # some items stored, not a prefix
+    with pytest.raises(SinkUnavailable, match="applied"):
+        await sink.write(batch)
+    assert inner.seqs("c1") == [1, 2, 3]
+    await sink.write(batch)  # the plans are used up
+    assert sink.injected == 2

@@ -144,8 +144,11 @@ async def test_poison_connection_backs_off_fleet_wide_instead_of_hot_looping(
 async def test_reconciliation_pages_through_every_orphan() -> None:
     fleet = Fleet(WorkerConfig(reconcile_page_size=2))
     try:
-        urls = [await fleet.start(f"c{i}") for i in range(7)]
-        await fleet.queue.delete([d.receipt for d in await fleet.queue.receive(10, 0)])
+        for i in range(7):
+            await fleet.start(f"c{i}")
+        hints = await fleet.queue.receive(10, 0)
+        assert len(hints) == 7, "every START hinted; all seven hints are taken away"
+        await fleet.queue.delete([d.receipt for d in hints])
         fleet.add_worker("a")  # no hints left: only reconciliation can find them
 
         took = await fleet.clock.run_until(
@@ -153,7 +156,6 @@ async def test_reconciliation_pages_through_every_orphan() -> None:
         )
 
         assert took < 5
-        assert len(urls) == 7
     finally:
         await fleet.close()
 
