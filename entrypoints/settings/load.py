@@ -43,6 +43,7 @@ class Settings:
     api_port: int
     region: str | None
     aws_endpoint_url: str | None
+    dynamodb_endpoint_url: str | None
     connections_table: str
     events_table: str
     messages_table: str
