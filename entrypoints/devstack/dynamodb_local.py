@@ -30,8 +30,9 @@ JVM_OPTIONS = ("-XX:+UseSerialGC",)
 WARM_UP_ROUNDS = 10
 
 
-def locate(install_dir: Path = INSTALL_DIR) -> Path | str:
+def locate(install_dir: Path | None = None) -> Path | str:
     """The directory holding DynamoDBLocal.jar, or why DynamoDB Local cannot run here."""
+    install_dir = install_dir or INSTALL_DIR
     if shutil.which("java") is None:
         return "java is not installed (DynamoDB Local needs Java 17 or later)"
     jars = sorted((install_dir / PACKAGE_LIB).glob("dynamodb_local_*/DynamoDBLocal.jar"))
