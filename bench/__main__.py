@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import tempfile
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +27,22 @@ log = logging.getLogger("bench")
 async def fleet(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
     results = []
     for name in args.backends:
-        # moto serializes DynamoDB requests at several ms each: 36 connections at 20 messages/s
-        # (a sink write per message at 1/10 timings) overran it and leases churned, so the AWS
-        # fleet streams 2 messages/s per connection.
-        rate = 2.0 if name == "aws" else 20.0
-        sim = await SimulatorProcess(log_dir, rate=rate, name=f"{name}-simulator").start()
-        try:
+        async with AsyncExitStack() as stack:
+            backend: AwsBackend | EmbeddedBackend
             if name == "aws":
-                async with AwsBackend.open(log_dir) as aws:
-                    results.append(await run_fleet(aws, sim, log_dir, **args.fleet))
+                backend = await stack.enter_async_context(AwsBackend.open(log_dir))
             else:
-                async with EmbeddedBackend.open(log_dir / "embedded-data") as embedded:
-                    results.append(await run_fleet(embedded, sim, log_dir, **args.fleet))
-        finally:
-            await sim.stop()
+                backend = await stack.enter_async_context(
+                    EmbeddedBackend.open(log_dir / "embedded-data")
+                )
+            # moto (the fallback without DynamoDB Local) serializes DynamoDB requests at several
+            # ms each: 36 connections at 20 messages/s (a sink write per message at 1/10
+            # timings) overran it and leases churned, so there the fleet streams 2 messages/s.
+            on_moto = isinstance(backend, AwsBackend) and backend.aws.fallback is not None
+            rate = 2.0 if on_moto else 20.0
+            sim = await SimulatorProcess(log_dir, rate=rate, name=f"{name}-simulator").start()
+            stack.push_async_callback(sim.stop)
+            results.append({**await run_fleet(backend, sim, log_dir, **args.fleet), "rate": rate})
     return results
 
 

@@ -39,22 +39,30 @@ async def racers(aws: LocalAws) -> AsyncIterator[list[DynamoDbConnectionStore]]:
         yield [DynamoDbConnectionStore(c, tables=TABLES, shards=SHARDS) for c in clients]
 
 
+async def acquire_race(
+    racers: list[DynamoDbConnectionStore], cid: str, now_ms: int, expected_token: int
+) -> str:
+    """Every racer tries to take `cid` at once; exactly one may win, holding the new token."""
+    won = await asyncio.gather(
+        *(s.try_acquire(cid, f"w{i}", LEASE, now_ms) for i, s in enumerate(racers))
+    )
+    winners = [f"w{i}" for i, conn in enumerate(won) if conn is not None]
+    assert len(winners) == 1, f"{cid}: winners {winners}"
+    stored = await racers[0].get(cid)
+    assert stored is not None
+    assert (stored.owner, stored.token) == (winners[0], expected_token)
+    return winners[0]
+
+
 async def test_of_racing_acquirers_of_an_orphan_exactly_one_wins_every_round(
     racers: list[DynamoDbConnectionStore],
 ) -> None:
     for round_ in range(ROUNDS):
         cid = f"orphan-{round_}"
         await racers[0].start(cid, URL, T)
-        won = await asyncio.gather(
-            *(s.try_acquire(cid, f"w{i}", LEASE, T + 1) for i, s in enumerate(racers))
-        )
-        winners = [f"w{i}" for i, conn in enumerate(won) if conn is not None]
-        assert len(winners) == 1, f"round {round_}: winners {winners}"
-        stored = await racers[0].get(cid)
-        assert stored is not None
-        assert (stored.owner, stored.token) == (winners[0], 1)
+        winner = await acquire_race(racers, cid, T + 1, expected_token=1)
         acquired = [e for e in await racers[0].history(cid) if isinstance(e, LeaseAcquired)]
-        assert [e.owner for e in acquired] == winners
+        assert [e.owner for e in acquired] == [winner]
 
 
 async def test_of_racing_takeovers_after_expiry_exactly_one_wins_every_round(
@@ -65,16 +73,9 @@ async def test_of_racing_takeovers_after_expiry_exactly_one_wins_every_round(
         await racers[0].start(cid, URL, T)
         assert await racers[0].try_acquire(cid, "dead", LEASE, T + 1) is not None
         after = T + 1 + LEASE + 1  # the dead owner's lease has just expired
-        won = await asyncio.gather(
-            *(s.try_acquire(cid, f"w{i}", LEASE, after) for i, s in enumerate(racers))
-        )
-        winners = [f"w{i}" for i, conn in enumerate(won) if conn is not None]
-        assert len(winners) == 1, f"round {round_}: winners {winners}"
-        stored = await racers[0].get(cid)
-        assert stored is not None
-        assert (stored.owner, stored.token) == (winners[0], 2)
+        winner = await acquire_race(racers, cid, after, expected_token=2)
         taken = [e for e in await racers[0].history(cid) if isinstance(e, LeaseTakenOver)]
-        assert [(e.owner, e.previous_owner) for e in taken] == [(winners[0], "dead")]
+        assert [(e.owner, e.previous_owner) for e in taken] == [(winner, "dead")]
 
 
 async def test_of_racing_stops_and_restarts_exactly_one_changes_it_every_round(
