@@ -26,7 +26,8 @@ from entrypoints.cli.backend import ensure_data_dir, open_backend
 from entrypoints.containers import provide
 from entrypoints.demo.options import DemoOptions
 from entrypoints.demo.processes import Children
-from entrypoints.devstack.aws import CREDENTIALS, open_local_aws
+from entrypoints.devstack.aws import open_local_aws
+from entrypoints.devstack.service import CREDENTIALS
 from entrypoints.embedded import messages_path
 from entrypoints.settings import PREFIX, load_settings
 

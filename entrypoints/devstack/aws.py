@@ -17,14 +17,10 @@ from pathlib import Path
 import attrs
 
 from entrypoints.devstack import dynamodb_local
-from entrypoints.devstack.service import Service, ServiceError
+from entrypoints.devstack.service import CREDENTIALS, REGION, Service, ServiceError, child_env
 
 ENGINE_VARIABLE = "DEVSTACK_DYNAMODB"
 ENGINES = ("auto", "dynamodb-local", "moto")
-REGION = "us-east-1"
-# Fake, static credentials so botocore never looks further (no network, no real account).
-# Letters and digits only: DynamoDB Local refuses any other access key id.
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 MOTO_START_TIMEOUT_S = 60.0
 
 
@@ -82,7 +78,7 @@ def local_aws(log_dir: Path, engine: str | None = None) -> Iterator[LocalAws]:
             "moto",
             [sys.executable, "-m", "entrypoints.devstack.moto_server", *serialize],
             log_dir,
-            env=_child_env(),
+            env=child_env(),
         )
         stack.callback(moto.stop)
         if isinstance(found, Path):
@@ -114,14 +110,3 @@ def _release(jar_dir: Path) -> str:
         notes = ""
     match = re.search(r"^\s*\d{4}-\d{2}-\d{2} \((\d+(?:\.\d+)+)\)", notes, re.MULTILINE)
     return match[1] if match else dynamodb_local.version(jar_dir)
-
-
-def _child_env() -> dict[str, str]:
-    """The caller's environment without WSFLEET_* (a service reads none) and asyncio's debug
-    mode (it would slow moto down), with fake credentials."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("WSFLEET_") and k != "PYTHONASYNCIODEBUG"
-    }
-    return {**CREDENTIALS, **env}

@@ -33,6 +33,28 @@ class ServiceError(Exception):
     """A service did not start: it exited, or was not ready in time (the message has its log)."""
 
 
+ROOT = Path(__file__).resolve().parents[2]  # the repository (bench/ and tests/ live there)
+# Fake, static credentials so botocore never looks further (no network, no real account).
+# Letters and digits only: DynamoDB Local refuses any other access key id.
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+REGION = "us-east-1"
+
+
+def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a local process: the caller's without WSFLEET_* (each child states
+    its own; a worker refuses unknown ones) and without asyncio's debug mode (its bookkeeping
+    slows the services, workers and benchmarks several times over), with fake AWS credentials
+    and region unless set, the repository on the path, then `extra`."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("WSFLEET_") and k != "PYTHONASYNCIODEBUG"
+    }
+    env = {**CREDENTIALS, "AWS_DEFAULT_REGION": REGION, **env, **(extra or {})}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
 def free_port() -> int:
     """A port nobody listens on now (the service binds it a moment later; a collision shows
     as a service that exits early, and the caller may retry)."""

@@ -28,7 +28,8 @@ from application.ports import NotificationQueue
 from application.ports.sink import StoredMessage
 from application.router import EventRouter
 from entrypoints.containers import AwsContainer, provide, shutdown
-from entrypoints.devstack.aws import CREDENTIALS, LocalAws, set_fake_credentials
+from entrypoints.devstack.aws import LocalAws, set_fake_credentials
+from entrypoints.devstack.service import CREDENTIALS
 from entrypoints.embedded import MESSAGES_FILE, STATE_FILE, EmbeddedContainer
 from entrypoints.settings import load_settings
 from tests.support.dynamodb import read_messages

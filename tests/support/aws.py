@@ -16,7 +16,8 @@ from typing import Any
 import boto3
 import pytest
 
-from entrypoints.devstack.aws import REGION, LocalAws, local_aws, set_fake_credentials
+from entrypoints.devstack.aws import LocalAws, local_aws, set_fake_credentials
+from entrypoints.devstack.service import REGION
 
 ENGINE_NOTE = Path(__file__).resolve().parents[2] / "build" / "dynamodb-engine.txt"
 STARTED: list[LocalAws] = []  # the session's stack, for the terminal summary
