@@ -17,7 +17,7 @@ import boto3
 import pytest
 
 from entrypoints.devstack.aws import LocalAws, local_aws, set_fake_credentials
-from entrypoints.devstack.service import REGION
+from entrypoints.devstack.service import CREDENTIALS, REGION
 
 ENGINE_NOTE = Path(__file__).resolve().parents[2] / "build" / "dynamodb-engine.txt"
 STARTED: list[LocalAws] = []  # the session's stack, for the terminal summary
@@ -59,7 +59,11 @@ def _sync_dynamodb(aws: LocalAws) -> Any:
     client = _clients.get(aws.dynamodb_url)
     if client is None:
         client = _clients[aws.dynamodb_url] = boto3.client(
-            "dynamodb", endpoint_url=aws.dynamodb_url, region_name=aws.region
+            "dynamodb",
+            endpoint_url=aws.dynamodb_url,
+            region_name=aws.region,
+            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         )
     return client
 
