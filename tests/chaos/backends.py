@@ -38,11 +38,10 @@ from tests.support.dynamodb import read_messages
 # self-fence margin 0.6 s, shutdown budget 2 s.
 CONFIG = WorkerConfig().scaled(0.1)
 HINT_VISIBILITY_S = 3  # a hint a dead worker received comes back after 3 s, not 30
-# Two departures from the plain 1/10 scale, both to keep moto (one process, DynamoDB requests
-# served one at a time) from becoming the bottleneck that makes renewals late, which would
-# test moto rather than wsfleet: messages are flushed every 0.25 s (1/10 would be every 20 ms,
-# one BatchWriteItem per message) and the orphan index has 2 shards instead of 16 (each
-# reconciliation queries every shard).
+# Two departures from the plain 1/10 scale, made when moto (DynamoDB requests served one at a
+# time) was the AWS backend and kept because this machine's two cores are shared: messages are
+# flushed every 0.25 s (1/10 would be every 20 ms, one BatchWriteItem per message) and the
+# orphan index has 2 shards instead of 16 (each reconciliation queries every shard).
 FLUSH_INTERVAL_S = 0.25
 ORPHAN_SHARDS = 2
 _CREDENTIALS = {
