@@ -3,12 +3,16 @@ with its lock, and a fallback that is always named (never silent)."""
 
 from pathlib import Path
 
+import attrs
 import pytest
 
+from adapters.dynamodb.schema import TableNames
 from entrypoints.devstack import dynamodb_local
 from entrypoints.devstack.aws import LocalAws, local_aws
 from entrypoints.devstack.service import ServiceError
+from entrypoints.local_aws import provision
 from tests.support import aws as support
+from tests.support.dynamodb import dynamodb_client
 
 
 def test_a_missing_install_is_named_with_how_to_get_it(tmp_path: Path) -> None:
@@ -44,3 +48,14 @@ def test_the_session_summary_warns_loudly_when_moto_served_dynamodb(
     assert all(line.startswith("WARNING") for line in lines)
     assert any("did NOT run on DynamoDB Local" in line for line in lines)
     assert any("java is not installed" in line for line in lines)
+
+
+async def test_local_aws_provisions_tables_on_dynamodb_local_and_the_queue_on_moto(
+    aws: LocalAws,
+) -> None:
+    env = await provision(aws.moto_url, aws.region, "provisioned-hints", aws.dynamodb_url)
+    assert env["WSFLEET_DYNAMODB_ENDPOINT_URL"] == aws.dynamodb_url
+    assert env["WSFLEET_QUEUE_URL"].endswith("/provisioned-hints")
+    async with dynamodb_client(aws) as client:
+        tables = (await client.list_tables())["TableNames"]
+    assert set(attrs.astuple(TableNames())) <= set(tables)
