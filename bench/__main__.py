@@ -40,6 +40,8 @@ async def fleet(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]
             # timings) overran it and leases churned, so there the fleet streams 2 messages/s.
             on_moto = isinstance(backend, AwsBackend) and backend.aws.fallback is not None
             rate = 2.0 if on_moto else 20.0
+            if isinstance(backend, AwsBackend) and args.aws_rate is not None:
+                rate = args.aws_rate
             sim = await SimulatorProcess(log_dir, rate=rate, name=f"{name}-simulator").start()
             stack.push_async_callback(sim.stop)
             results.append({**await run_fleet(backend, sim, log_dir, **args.fleet), "rate": rate})
@@ -124,6 +126,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--backends", type=lambda s: s.split(","), default=["embedded", "aws"])
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument(
+        "--aws-rate",
+        type=float,
+        help="messages/s per connection of the AWS fleet (default 20, 2 when moto serves DynamoDB)",
+    )
     p.add_argument("--connections", type=int, default=36)
     p.add_argument(
         "--steps",
