@@ -26,6 +26,7 @@ log = logging.getLogger("bench")
 
 async def fleet(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
     results = []
+    failures: list[dict[str, Any]] = []
     for name in args.backends:
         async with AsyncExitStack() as stack:
             backend: AwsBackend | EmbeddedBackend
@@ -44,7 +45,15 @@ async def fleet(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]
                 rate = args.aws_rate
             sim = await SimulatorProcess(log_dir, rate=rate, name=f"{name}-simulator").start()
             stack.push_async_callback(sim.stop)
-            results.append({**await run_fleet(backend, sim, log_dir, **args.fleet), "rate": rate})
+            try:
+                result = await run_fleet(backend, sim, log_dir, **args.fleet)
+            except (TimeoutError, RuntimeError) as exc:  # keep the other backend's figures
+                log.error("the %s fleet did not finish: %s", name, exc)
+                failures.append({"backend": name, "rate": rate, "error": str(exc)[:2000]})
+                continue
+            results.append({**result, "rate": rate})
+    if failures:
+        log.error("fleet runs that did not finish: %s", json.dumps(failures, indent=1))
     return results
 
 
