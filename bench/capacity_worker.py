@@ -203,7 +203,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--store", choices=["memory", "sqlite"], default="memory")
     p.add_argument("--sink", choices=["discard", "sqlite", "dynamodb"], default="discard")
     p.add_argument("--data-dir", default=".")
-    p.add_argument("--endpoint", help="DynamoDB endpoint (moto) for --sink dynamodb")
+    p.add_argument("--endpoint", help="DynamoDB endpoint (DynamoDB Local) for --sink dynamodb")
     p.add_argument("--ca-file", help="CA bundle trusting a wss:// simulator")
     p.add_argument(
         "--tls-read-buffer",

@@ -152,8 +152,8 @@ async def run_cost(
     async with AsyncExitStack() as stack:
         sim = await SimulatorProcess(log_dir, rate=1.0, name="cost-simulator").start()
         stack.push_async_callback(sim.stop)
-        backend = await stack.enter_async_context(AwsBackend.open(log_dir, name="cost-moto"))
-        sqs = await stack.enter_async_context(aws_client("sqs", backend.endpoint))
+        backend = await stack.enter_async_context(AwsBackend.open(log_dir, name="cost-aws"))
+        sqs = await stack.enter_async_context(aws_client("sqs", backend.aws.moto_url))
         fleet = MeteredFleet(backend, sqs, workers)
         stack.push_async_callback(fleet.close)
         ids = [f"cost-c{i:03d}" for i in range(connections)]

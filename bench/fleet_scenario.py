@@ -62,6 +62,7 @@ async def run_fleet(
     verdict = await judge(backend, run.ids, streams, ended)
     return {
         "backend": backend.name,
+        "engine": backend.engine,
         "workers": workers,
         "connections": connections,
         "rounds": rounds,

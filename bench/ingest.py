@@ -17,14 +17,14 @@ async def run_ingest(
     extra = ["--sink", sink, "--query", f"?rate={rate:g}", "--settle", "3"]
     label = f"ingest-{sink}"
     if sink == "dynamodb":
-        async with AwsBackend.open(log_dir, name="ingest-moto") as backend:
+        async with AwsBackend.open(log_dir, name="ingest-aws") as backend:
             run = await run_capacity(
                 log_dir,
                 label,
                 [streams],
                 window_s=window_s,
                 rate=rate,
-                extra=[*extra, "--endpoint", backend.endpoint],
+                extra=[*extra, "--endpoint", backend.aws.dynamodb_url],
             )
     else:
         run = await run_capacity(

@@ -5,32 +5,15 @@ import asyncio
 import os
 import re
 import signal
-import socket
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from entrypoints.devstack.service import ROOT, child_env, free_port
+
+__all__ = ["ROOT", "Child", "child_env", "cpu_seconds", "free_port", "rss_kib"]
 _URL = re.compile(r"(?:listening on|serving on) (\S+://\S+)")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def child_env(extra: Mapping[str, str]) -> dict[str, str]:
-    """The runner's environment without WSFLEET_* (each child states its own), plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WSFLEET_")}
-    env.pop("PYTHONASYNCIODEBUG", None)  # debug mode slows a benchmark down several times
-    env.update(extra)
-    env["PYTHONPATH"] = str(ROOT)
-    env.setdefault("AWS_ACCESS_KEY_ID", "testing")  # fake: nothing leaves 127.0.0.1
-    env.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
-    env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    return env
 
 
 class Child:

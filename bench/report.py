@@ -22,7 +22,7 @@ def _fmt(value: Any) -> str:
 def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     out: list[tuple[str, str, str, str]] = []
     for fleet in results.get("fleet", []):
-        name = fleet["backend"]
+        name = f"{fleet['backend']} ({fleet.get('engine', '?')})"
         for kind, target in LATENCY_TARGETS_S.items():
             s = fleet["latency_s"][kind]
             measured = f"p50 {_fmt(s['p50'])} p99 {_fmt(s['p99'])} (n={s['n']})"

@@ -128,6 +128,14 @@ def client_config(settings: Settings, *, pool: int, read_timeout_s: float) -> Ai
     )
 
 
+def endpoint_url(settings: Settings, service: str) -> str | None:
+    """Where `service` answers: DynamoDB may have an endpoint of its own (DynamoDB Local beside
+    a moto server); None is AWS itself."""
+    if service == "dynamodb" and settings.dynamodb_endpoint_url:
+        return settings.dynamodb_endpoint_url
+    return settings.aws_endpoint_url
+
+
 async def aws_client(
     session: aioboto3.Session, service: str, settings: Settings, config: AioConfig
 ) -> AsyncIterator[Any]:
@@ -137,7 +145,7 @@ async def aws_client(
     async with session.client(
         service,
         region_name=settings.region,
-        endpoint_url=settings.aws_endpoint_url,
+        endpoint_url=endpoint_url(settings, service),
         config=config,
     ) as client:
         yield client

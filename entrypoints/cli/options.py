@@ -2,7 +2,8 @@
 usage errors answer at once.
 
 Flags win over the environment: `--backend` (WSFLEET_BACKEND), `--data-dir`
-(WSFLEET_DATA_DIR), `--endpoint-url` (WSFLEET_AWS_ENDPOINT_URL), `--region` (WSFLEET_REGION),
+(WSFLEET_DATA_DIR), `--endpoint-url` (WSFLEET_AWS_ENDPOINT_URL), `--dynamodb-endpoint-url`
+(WSFLEET_DYNAMODB_ENDPOINT_URL), `--region` (WSFLEET_REGION),
 `--queue-url` (WSFLEET_QUEUE_URL). They are written into a copy of the environment, which the
 ordinary settings loader then parses: one set of rules for every process.
 """
@@ -18,6 +19,7 @@ FLAG_VARIABLES = {
     "backend": PREFIX + "BACKEND",
     "data_dir": PREFIX + "DATA_DIR",
     "endpoint_url": PREFIX + "AWS_ENDPOINT_URL",
+    "dynamodb_endpoint_url": PREFIX + "DYNAMODB_ENDPOINT_URL",
     "region": PREFIX + "REGION",
     "queue_url": PREFIX + "QUEUE_URL",
 }
@@ -46,6 +48,13 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="aws: one endpoint for every AWS service, e.g. a local moto server "
         "[WSFLEET_AWS_ENDPOINT_URL]",
+    )
+    group.add_argument(
+        "--dynamodb-endpoint-url",
+        metavar="URL",
+        default=argparse.SUPPRESS,
+        help="aws: DynamoDB's endpoint alone, ahead of --endpoint-url, e.g. DynamoDB Local "
+        "[WSFLEET_DYNAMODB_ENDPOINT_URL]",
     )
     group.add_argument(
         "--region", default=argparse.SUPPRESS, help="aws: the AWS region [WSFLEET_REGION]"

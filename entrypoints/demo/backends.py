@@ -1,16 +1,17 @@
 """The demo's backend: the environment its processes get, and a probe to watch and judge.
 
-Embedded: a fresh data directory (a temporary one unless --data-dir). AWS: a moto server the
-demo starts itself (or the emulator at --endpoint-url), with tables and a hint queue named for
-this run, created by the adapters' own helpers (adapters/dynamodb/tables.py,
-adapters/sqs/queues.py). The probe reads through the same adapters the workers use: the store
-for owners and checkpoints, the messages for the judge.
+Embedded: a fresh data directory (a temporary one unless --data-dir). AWS: the dev stack's
+local AWS (entrypoints/devstack: DynamoDB Local for DynamoDB, moto for SQS; moto alone, and
+saying so, where java or DynamoDB Local is missing) or the emulator at --endpoint-url, with
+tables and a hint queue named for this run, created by the adapters' own helpers
+(adapters/dynamodb/tables.py, adapters/sqs/queues.py). The probe reads through the same adapters
+the workers use: the store for owners and checkpoints, the messages for the judge.
 """
 
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import attrs
@@ -25,13 +26,13 @@ from entrypoints.cli.backend import ensure_data_dir, open_backend
 from entrypoints.containers import provide
 from entrypoints.demo.options import DemoOptions
 from entrypoints.demo.processes import Children
+from entrypoints.devstack.aws import open_local_aws
+from entrypoints.devstack.service import CREDENTIALS
 from entrypoints.embedded import messages_path
 from entrypoints.settings import PREFIX, load_settings
 
 DEMO_REGION = "us-east-1"
-ORPHAN_SHARDS = 2  # a handful of connections: fewer index partitions, fewer queries to moto
-# moto accepts any credentials; set only where none are configured.
-FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "demo", "AWS_SECRET_ACCESS_KEY": "demo"}
+ORPHAN_SHARDS = 2  # a handful of connections: fewer index partitions, fewer queries
 
 
 @attrs.frozen
@@ -49,7 +50,7 @@ async def prepare(
 ) -> AsyncIterator[Probe]:
     """Adds the backend's variables to `env` (the processes' environment) and yields a probe."""
     if options.backend == "aws":
-        async with _aws(options, children, env) as probe:
+        async with _aws(options, children, run_dir, env) as probe:
             yield probe
     else:
         async with _embedded(options, run_dir, env) as probe:
@@ -73,41 +74,44 @@ async def _embedded(
 
 @asynccontextmanager
 async def _aws(
-    options: DemoOptions, children: Children, env: dict[str, str]
+    options: DemoOptions, children: Children, run_dir: Path, env: dict[str, str]
 ) -> AsyncIterator[Probe]:
-    url = options.endpoint_url
-    if url is None:
-        moto = await children.spawn(
-            "moto", ["--port", "0"], env, module="entrypoints.demo.moto_server"
+    async with AsyncExitStack() as stack:
+        if options.endpoint_url is None:
+            aws = await stack.enter_async_context(open_local_aws(run_dir / "logs"))
+            # Children first (they release their leases), then DynamoDB Local and moto.
+            stack.push_async_callback(children.close)
+            where = aws.describe()
+            env.update(aws.env())
+        else:
+            where = f"DynamoDB and SQS at {options.endpoint_url}"
+            env[PREFIX + "AWS_ENDPOINT_URL"] = options.endpoint_url
+        for name, value in CREDENTIALS.items():
+            env.setdefault(name, value)
+            os.environ.setdefault(name, value)  # this process's clients read them too
+        run = f"wsfleet-demo-{secrets.token_hex(3)}"
+        names = TableNames(
+            connections=f"{run}-connections", events=f"{run}-events", messages=f"{run}-messages"
         )
-        url = (await children.wait_for_line(moto, r"listening on (http://\S+)", 30)).group(1)
-    for name, value in FAKE_CREDENTIALS.items():
-        env.setdefault(name, value)
-        os.environ.setdefault(name, value)  # this process's clients read them too
-    run = f"wsfleet-demo-{secrets.token_hex(3)}"
-    names = TableNames(
-        connections=f"{run}-connections", events=f"{run}-events", messages=f"{run}-messages"
-    )
-    env.update(
-        {
-            PREFIX + "BACKEND": "aws",
-            PREFIX + "AWS_ENDPOINT_URL": url,
-            PREFIX + "REGION": env.get(PREFIX + "REGION") or DEMO_REGION,
-            PREFIX + "CONNECTIONS_TABLE": names.connections,
-            PREFIX + "EVENTS_TABLE": names.events,
-            PREFIX + "MESSAGES_TABLE": names.messages,
-            PREFIX + "ORPHAN_SHARDS": str(ORPHAN_SHARDS),
-        }
-    )
-    settings = load_settings(env, aws=False)
-    async with open_backend(settings) as container:
-        dynamodb = await provide(container.dynamodb)
-        await create_tables(dynamodb, names, ORPHAN_SHARDS)
-        sqs = await provide(container.sqs)
-        queue_url = await create_queue(
-            sqs, f"{run}-hints", settings.hint_visibility_timeout_s, with_dlq=False
+        env.update(
+            {
+                PREFIX + "BACKEND": "aws",
+                PREFIX + "REGION": env.get(PREFIX + "REGION") or DEMO_REGION,
+                PREFIX + "CONNECTIONS_TABLE": names.connections,
+                PREFIX + "EVENTS_TABLE": names.events,
+                PREFIX + "MESSAGES_TABLE": names.messages,
+                PREFIX + "ORPHAN_SHARDS": str(ORPHAN_SHARDS),
+            }
         )
-        env[PREFIX + "QUEUE_URL"] = queue_url
-        store = await provide(container.store)
-        reader = DynamoDbMessageReader(dynamodb, names.messages)
-        yield Probe("aws", store, reader.seqs, None, f"DynamoDB and SQS at {url} ({run}-*)")
+        settings = load_settings(env, aws=False)
+        async with open_backend(settings) as container:
+            dynamodb = await provide(container.dynamodb)
+            await create_tables(dynamodb, names, ORPHAN_SHARDS)
+            sqs = await provide(container.sqs)
+            queue_url = await create_queue(
+                sqs, f"{run}-hints", settings.hint_visibility_timeout_s, with_dlq=False
+            )
+            env[PREFIX + "QUEUE_URL"] = queue_url
+            store = await provide(container.store)
+            reader = DynamoDbMessageReader(dynamodb, names.messages)
+            yield Probe("aws", store, reader.seqs, None, f"{where} (tables {run}-*)")

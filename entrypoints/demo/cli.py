@@ -34,11 +34,7 @@ DESCRIPTION = (
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
-EMBEDDED_LEASE_MS = 2000
-# moto is one Python process serving DynamoDB one request at a time: with 30 connections
-# renewing every half second its answers slow down enough for workers to self-fence (safe,
-# but noisy). Twice the lease halves the renewals and leaves room.
-AWS_LEASE_MS = 4000
+LEASE_MS = 2000
 QUICK_CONNECTIONS = 6
 QUICK_STEADY_S = 1.0
 
@@ -46,8 +42,10 @@ QUICK_STEADY_S = 1.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "The embedded demo keeps its state in a temporary directory (or --data-dir) and "
-        "ignores WSFLEET_* variables other than WSFLEET_BACKEND; --backend aws starts a local "
-        "moto server (or uses --endpoint-url) with tables and a queue named for the run. "
+        "ignores WSFLEET_* variables other than WSFLEET_BACKEND; --backend aws starts DynamoDB "
+        "Local and a moto server for SQS (moto alone, and says so, without java or DynamoDB "
+        "Local: `make dynamodb-local`), or uses --endpoint-url, with tables and a queue named "
+        "for the run. "
         "Exit codes: 0 every invariant held, 1 an invariant broke or the demo could not run, "
         "2 bad arguments."
     )
@@ -57,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lease-ms",
         type=int,
-        help="lease length; the other timings scale with it (2000; 4000 with --backend aws)",
+        help=f"lease length; the other timings scale with it ({LEASE_MS})",
     )
     parser.add_argument("--steady", type=float, help="seconds of calm between phases (5)")
     parser.add_argument(
@@ -99,7 +97,7 @@ def options_from(args: argparse.Namespace, env: Mapping[str, str], console: Cons
         connections=args.connections or (QUICK_CONNECTIONS if args.quick else 30),
         workers=args.workers,
         rate=args.rate,
-        lease_ms=args.lease_ms or (AWS_LEASE_MS if backend.lower() == "aws" else EMBEDDED_LEASE_MS),
+        lease_ms=args.lease_ms or LEASE_MS,
         steady_s=args.steady
         if args.steady is not None
         else (QUICK_STEADY_S if args.quick else 5.0),
@@ -171,7 +169,8 @@ async def _run(
         with reporter:
             return await scenario.run()
     finally:
-        # Workers first, so that they hand their leases back; then the API, simulator, moto.
+        # Workers first, so that they hand their leases back; then the API and the simulator
+        # (the AWS backend's services stop after them, in backends.py).
         await children.close(order=scenario.workers)
         for signum in (signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(signum)

@@ -46,6 +46,7 @@ class Settings:
     api_max_connections: int
     region: str | None
     aws_endpoint_url: str | None
+    dynamodb_endpoint_url: str | None
     connections_table: str
     events_table: str
     messages_table: str

@@ -197,6 +197,15 @@ _AWS = (
         BOTH,
     ),
     _s(
+        "DYNAMODB_ENDPOINT_URL",
+        "dynamodb_endpoint_url",
+        HttpUrl(),
+        None,
+        "DynamoDB's endpoint alone, ahead of WSFLEET_AWS_ENDPOINT_URL: DynamoDB Local beside a "
+        "moto server for SQS and CloudWatch (the demo, tests, benchmarks); unset on AWS.",
+        BOTH,
+    ),
+    _s(
         "CONNECTIONS_TABLE",
         "connections_table",
         _TABLE_NAME,

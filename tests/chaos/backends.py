@@ -2,14 +2,15 @@
 how a worker process is started, and the harness's own view (the same EventRouter the API and
 CLI use for START/STOP, the store's history, the stored messages, the hint queue).
 
-- aws: DynamoDB and SQS on a moto server in a process of its own; workers are
-  `python -m entrypoints.worker` (the ECS task's command).
+- aws: DynamoDB on DynamoDB Local and SQS on a moto server (the session's local AWS, each a
+  process of its own); workers are `python -m entrypoints.worker` (the ECS task's command).
 - embedded: SQLite files in a data directory; workers are `python -m entrypoints.cli worker`.
 """
 
 import contextlib
 import os
-from collections.abc import Callable, Sequence
+import secrets
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,23 +28,26 @@ from application.ports import NotificationQueue
 from application.ports.sink import StoredMessage
 from application.router import EventRouter
 from entrypoints.containers import AwsContainer, provide, shutdown
+from entrypoints.devstack.aws import LocalAws, set_fake_credentials
+from entrypoints.devstack.service import CREDENTIALS
 from entrypoints.embedded import MESSAGES_FILE, STATE_FILE, EmbeddedContainer
 from entrypoints.settings import load_settings
-from tests.chaos.processes import Child, child_env
 from tests.support.dynamodb import read_messages
-from tests.support.moto import REGION
 
 # The article's timings at 1/10: lease 2 s, heartbeat 0.5 s, desired-state check 1 s,
 # self-fence margin 0.6 s, shutdown budget 2 s.
 CONFIG = WorkerConfig().scaled(0.1)
 HINT_VISIBILITY_S = 3  # a hint a dead worker received comes back after 3 s, not 30
-# Two departures from the plain 1/10 scale, both to keep moto (one process, DynamoDB requests
-# served one at a time) from becoming the bottleneck that makes renewals late, which would
-# test moto rather than wsfleet: messages are flushed every 0.25 s (1/10 would be every 20 ms,
-# one BatchWriteItem per message) and the orphan index has 2 shards instead of 16 (each
-# reconciliation queries every shard).
+# Two departures from the plain 1/10 scale, made when moto (DynamoDB requests served one at a
+# time) was the AWS backend and kept because this machine's two cores are shared: messages are
+# flushed every 0.25 s (1/10 would be every 20 ms, one BatchWriteItem per message) and the
+# orphan index has 2 shards instead of 16 (each reconciliation queries every shard).
 FLUSH_INTERVAL_S = 0.25
 ORPHAN_SHARDS = 2
+_CREDENTIALS = {
+    "aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+    "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+}
 _WAL_WRITE_LOCK = 120  # SQLite: the byte of the -shm file a writer locks (WALINDEX_LOCK_OFFSET)
 
 
@@ -114,39 +118,39 @@ class _Common:
 
 
 class AwsBackend(_Common):
+    """On the session's local AWS (tests/support/aws.py): tables and a queue of the run's own,
+    so consecutive soak runs share the one DynamoDB Local and moto server."""
+
     name = "aws"
     sink_max_batch = DYNAMODB_MAX_BATCH
 
-    def __init__(self) -> None:
+    def __init__(self, aws: LocalAws) -> None:
         super().__init__()
-        self._moto: Child | None = None
+        self._aws = aws
         self._dynamodb: Any = None
-        self._tables = TableNames()
+        run = f"chaos{secrets.token_hex(3)}"
+        self._tables = TableNames(
+            connections=f"{run}-connections", events=f"{run}-events", messages=f"{run}-messages"
+        )
+        self._queue_name = f"{run}-hints"
 
     async def open(self, run_dir: Path) -> None:
-        # Fake credentials so botocore never looks further (no network, no real account).
-        os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
-        self._moto = Child("moto", run_dir)
-        await self._moto.spawn(["-m", "tests.chaos.moto_process"], child_env({}))
-        url = (await self._moto.wait_for_line(r"listening on (http://\S+)", 30)).group(1)
+        set_fake_credentials()
         session = get_session()
-        kwargs: dict[str, Any] = {
-            "endpoint_url": url,
-            "region_name": REGION,
-            "aws_access_key_id": "testing",
-            "aws_secret_access_key": "testing",
-        }
-        async with session.create_client("dynamodb", **kwargs) as dynamodb:
+        where: dict[str, Any] = {"region_name": self._aws.region, **_CREDENTIALS}
+        async with session.create_client(
+            "dynamodb", endpoint_url=self._aws.dynamodb_url, **where
+        ) as dynamodb:
             await create_tables(dynamodb, self._tables, shards=ORPHAN_SHARDS)
-        async with session.create_client("sqs", **kwargs) as sqs:
-            queue_url = await create_queue(sqs, "chaos-hints", HINT_VISIBILITY_S)
+        async with session.create_client("sqs", endpoint_url=self._aws.moto_url, **where) as sqs:
+            queue_url = await create_queue(sqs, self._queue_name, HINT_VISIBILITY_S)
         self._env = {
-            "WSFLEET_BACKEND": "aws",
-            "WSFLEET_AWS_ENDPOINT_URL": url,
-            "WSFLEET_REGION": REGION,
+            **self._aws.env(),
             "WSFLEET_QUEUE_URL": queue_url,
             "WSFLEET_ORPHAN_SHARDS": str(ORPHAN_SHARDS),
+            "WSFLEET_CONNECTIONS_TABLE": self._tables.connections,
+            "WSFLEET_EVENTS_TABLE": self._tables.events,
+            "WSFLEET_MESSAGES_TABLE": self._tables.messages,
         }
         container = AwsContainer(settings=load_settings(self.environment()))
         await self._open_container(container)
@@ -162,9 +166,11 @@ class AwsBackend(_Common):
         return None  # DynamoDB keeps no count: an overwrite shows only as a changed token
 
     async def close(self) -> None:
+        if self._dynamodb is not None:  # the run's tables go; the engine serves the next run
+            for table in attrs.astuple(self._tables):
+                with contextlib.suppress(Exception):
+                    await self._dynamodb.delete_table(TableName=table)
         await super().close()
-        if self._moto is not None:
-            await self._moto.kill()
 
 
 class EmbeddedBackend(_Common):
@@ -215,11 +221,13 @@ class EmbeddedBackend(_Common):
         return await self._sink.rewrites()
 
 
-BACKENDS: dict[str, Callable[[], Backend]] = {"aws": AwsBackend, "embedded": EmbeddedBackend}
-
-
-def new_backend(name: str) -> Backend:
-    return BACKENDS[name]()
+def new_backend(name: str, aws: LocalAws | None) -> Backend:
+    """`aws` is the session's local AWS; only the aws backend needs it."""
+    if name == "embedded":
+        return EmbeddedBackend()
+    if name == "aws" and aws is not None:
+        return AwsBackend(aws)
+    raise ValueError(f"backend {name!r} (with aws={aws!r})")
 
 
 async def send_hints(queue: NotificationQueue, connection_ids: Sequence[str]) -> None:

@@ -13,7 +13,6 @@ import asyncio
 import json
 import random
 import signal
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -23,6 +22,7 @@ from typing import Any
 import attrs
 
 from domain import DesiredState
+from entrypoints.devstack.service import free_port
 from tests.chaos.backends import CONFIG, Backend, timing_env
 from tests.chaos.processes import Child, child_env
 from tests.chaos.sockets import SocketOwners
@@ -45,12 +45,6 @@ THAW_CLOSE_BOUND_S = HEARTBEAT_S
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @attrs.define

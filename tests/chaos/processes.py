@@ -11,23 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).parents[2]
+from entrypoints.devstack.service import ROOT, child_env
 
-
-def child_env(extra: dict[str, str]) -> dict[str, str]:
-    """The harness's environment minus every WSFLEET_* variable (the worker refuses unknown
-    ones) and asyncio debug mode (its bookkeeping would slow four processes on two cores and
-    distort the timings being judged), plus `extra`."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("WSFLEET_") and k != "PYTHONASYNCIODEBUG"
-    }
-    env.update(extra)
-    env["PYTHONPATH"] = str(ROOT)
-    env.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    env.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
-    return env
+__all__ = ["ROOT", "Child", "child_env"]
 
 
 # Asks for SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG = 1; it survives exec), checks

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import attrs
 
+from entrypoints.devstack.aws import LocalAws
 from tests.chaos import faults
 from tests.chaos.backends import new_backend
 from tests.chaos.harness import ChaosAbort, ChaosRun, Stats
@@ -91,8 +92,11 @@ def soak_schedule(minutes: float, names: Sequence[str] = ()) -> Schedule:
     return schedule
 
 
-async def execute(backend_name: str, run_dir: Path, seed: int, schedule: Schedule) -> Outcome:
-    run = ChaosRun(new_backend(backend_name), run_dir, rate=RATE, seed=seed)
+async def execute(
+    backend_name: str, run_dir: Path, seed: int, schedule: Schedule, aws: LocalAws | None = None
+) -> Outcome:
+    """One run; `aws` is the session's local AWS (needed by the aws backend only)."""
+    run = ChaosRun(new_backend(backend_name, aws), run_dir, rate=RATE, seed=seed)
     verdict = Verdict()
     try:
         await run.open()

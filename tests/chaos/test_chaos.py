@@ -25,9 +25,10 @@ SEED = int(os.environ.get("CHAOS_SEED", "7"))
 
 @pytest.mark.parametrize("backend", ["aws", "embedded"])
 async def test_every_fault_once_keeps_one_active_owner_per_connection_and_loses_nothing(
-    backend: str, tmp_path: Path, chaos_outcomes: list[Outcome]
+    backend: str, tmp_path: Path, chaos_outcomes: list[Outcome], request: pytest.FixtureRequest
 ) -> None:
-    outcome = await execute(backend, tmp_path, SEED, short_schedule)
+    aws = request.getfixturevalue("aws_session") if backend == "aws" else None
+    outcome = await execute(backend, tmp_path, SEED, short_schedule, aws)
     chaos_outcomes.append(outcome)
     assert outcome.ok, describe(outcome)
 

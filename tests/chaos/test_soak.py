@@ -28,8 +28,9 @@ FAULTS = [name for name in os.environ.get("CHAOS_FAULTS", "").split(",") if name
 
 
 async def test_soak_keeps_every_promise_under_repeated_mixed_faults(
-    tmp_path: Path, chaos_outcomes: list[Outcome]
+    tmp_path: Path, chaos_outcomes: list[Outcome], request: pytest.FixtureRequest
 ) -> None:
+    aws = request.getfixturevalue("aws_session") if "aws" in BACKENDS else None
     unknown = set(FAULTS) - set(SOAK_MENU)
     assert not unknown, f"CHAOS_FAULTS: unknown {sorted(unknown)}; choose from {sorted(SOAK_MENU)}"
     deadline = time.monotonic() + MINUTES * 60
@@ -42,7 +43,7 @@ async def test_soak_keeps_every_promise_under_repeated_mixed_faults(
         run_dir = tmp_path / f"run{len(runs):03d}-{backend}"
         run_dir.mkdir()
         seed = seeds.randrange(1_000_000)
-        outcome = await execute(backend, run_dir, seed, soak_schedule(minutes, FAULTS))
+        outcome = await execute(backend, run_dir, seed, soak_schedule(minutes, FAULTS), aws)
         runs.append(outcome)
         chaos_outcomes.append(outcome)
         if not outcome.ok:

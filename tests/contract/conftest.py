@@ -1,7 +1,7 @@
 """The `store` and `sink` fixtures: every ConnectionStore and MessageSink implementation, for
 the contract suites. Adding an implementation is one factory and one entry in the dict.
 
-A factory gets the pytest request (for other fixtures: `moto`, `tmp_path`) and an
+A factory gets the pytest request (for other fixtures: `aws`, `tmp_path`) and an
 AsyncExitStack that closes whatever it opened after the test. AWS clients are created per test:
 an aiobotocore client is bound to the event loop it was made on, and each test has its own.
 """
@@ -23,8 +23,8 @@ from adapters.sqlite.message_sink import SqliteMessageSink
 from adapters.sqlite.store import SqliteConnectionStore
 from adapters.system.clock import SystemClock
 from application.ports import ConnectionStore, MessageSink, StoredMessage
+from entrypoints.devstack.aws import LocalAws
 from tests.support.dynamodb import TABLES, dynamodb_client, read_messages
-from tests.support.moto import MotoEndpoint
 
 # More shards than the default would make the pagination test cheaper to fool; 16 is the
 # production default and makes "every shard is paged" a real property of the test.
@@ -38,8 +38,8 @@ async def memory_store(request: pytest.FixtureRequest, stack: AsyncExitStack) ->
 
 
 async def dynamodb_store(request: pytest.FixtureRequest, stack: AsyncExitStack) -> ConnectionStore:
-    moto: MotoEndpoint = request.getfixturevalue("moto")
-    client = await stack.enter_async_context(dynamodb_client(moto))
+    aws: LocalAws = request.getfixturevalue("aws")
+    client = await stack.enter_async_context(dynamodb_client(aws))
     await create_tables(client, TABLES, DYNAMODB_SHARDS)
     return DynamoDbConnectionStore(client, tables=TABLES, shards=DYNAMODB_SHARDS)
 
@@ -89,8 +89,8 @@ async def faults_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -> 
 
 
 async def dynamodb_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -> SinkUnderTest:
-    moto: MotoEndpoint = request.getfixturevalue("moto")
-    client = await stack.enter_async_context(dynamodb_client(moto))
+    aws: LocalAws = request.getfixturevalue("aws")
+    client = await stack.enter_async_context(dynamodb_client(aws))
     await create_tables(client, TABLES)
 
     async def read(connection_id: str) -> list[StoredMessage]:

@@ -19,7 +19,7 @@ from adapters.sqlite.queue import SqliteNotificationQueue
 from adapters.sqs import SqsNotificationQueue, create_queue
 from adapters.system.clock import SystemClock
 from application.ports.queue import NotificationQueue
-from tests.support.moto import MotoEndpoint
+from entrypoints.devstack.aws import LocalAws
 
 # Short, so redelivery tests take about a second (SQS counts visibility in whole seconds).
 VISIBILITY_TIMEOUT_S = 1
@@ -44,9 +44,9 @@ async def memory_queue(request: pytest.FixtureRequest, stack: AsyncExitStack) ->
 
 
 async def sqs_queue(request: pytest.FixtureRequest, stack: AsyncExitStack) -> QueueUnderTest:
-    moto: MotoEndpoint = request.getfixturevalue("moto")
+    aws: LocalAws = request.getfixturevalue("aws")
     client = await stack.enter_async_context(
-        aioboto3.Session().client("sqs", endpoint_url=moto.url, region_name=moto.region)
+        aioboto3.Session().client("sqs", endpoint_url=aws.moto_url, region_name=aws.region)
     )
     url = await create_queue(client, "contract-hints", VISIBILITY_TIMEOUT_S, with_dlq=False)
     queue = SqsNotificationQueue(client, url, visibility_timeout_s=VISIBILITY_TIMEOUT_S)

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from entrypoints.cli.main import main
+from entrypoints.devstack.aws import LocalAws
 from tests.e2e.cli_process import CliProcess, run_cli
 from tests.support.deployment import create_deployment_sync
-from tests.support.moto import MotoEndpoint
 
 COMMANDS = ("worker", "api", "start", "stop", "status", "history", "simulate-upstream", "demo")
 # Short timings; the health endpoint off (several processes on one host share no port).
@@ -206,10 +206,11 @@ async def test_simulator_api_and_worker_run_and_the_operator_commands_see_them(
 
 
 def test_the_aws_backend_switch_works_against_a_local_endpoint(
-    moto: MotoEndpoint, tmp_path: Path
+    aws: LocalAws, tmp_path: Path
 ) -> None:
-    deployment = create_deployment_sync(moto)
-    flags = ["--backend", "aws", "--endpoint-url", moto.url, "--region", moto.region]
+    deployment = create_deployment_sync(aws)
+    flags = ["--backend", "aws", "--endpoint-url", aws.moto_url, "--region", aws.region]
+    flags += ["--dynamodb-endpoint-url", aws.dynamodb_url]
     queue = ["--queue-url", deployment["WSFLEET_QUEUE_URL"]]
 
     started = run_cli(["start", "feed", LOCAL_URL, *flags, *queue], tmp_path, FAST)

@@ -24,7 +24,8 @@ def alive(pid: int) -> bool:
 def test_quick_demo_reports_no_loss_no_duplicate_and_one_owner_at_a_time(
     tmp_path: Path, backend: str
 ) -> None:
-    result = run_cli(["demo", "--quick", "--json", "--backend", backend], tmp_path, timeout_s=120)
+    # aws: the demo starts (and warms up) its own DynamoDB Local, 20-30 s on a loaded machine.
+    result = run_cli(["demo", "--quick", "--json", "--backend", backend], tmp_path, timeout_s=240)
 
     assert result.returncode == 0, result.stderr[-3000:]
     summary: dict[str, Any] = json.loads(result.stdout)

@@ -18,12 +18,12 @@ from adapters.dynamodb.schema import DEFAULT_MESSAGES_TABLE, connection_key
 from application.router import EventRouter
 from entrypoints.api import EventApi, HttpRequest
 from entrypoints.containers import AwsContainer, provide, shutdown
+from entrypoints.devstack.aws import LocalAws
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
 from examples.file_sink import FileSink
 from tests.e2e.worker_process import FAST, ROOT, WorkerProcess, base_env
 from tests.support.deployment import create_deployment
-from tests.support.moto import MotoEndpoint
 
 BUDGET_S = float(FAST["WSFLEET_SHUTDOWN_BUDGET_S"])
 
@@ -66,8 +66,8 @@ class Deployment:
 
 
 @pytest.fixture
-async def deployment(moto: MotoEndpoint, tmp_path: Path) -> AsyncIterator[Deployment]:
-    env = {**await create_deployment(moto), **FAST}
+async def deployment(aws: LocalAws, tmp_path: Path) -> AsyncIterator[Deployment]:
+    env = {**await create_deployment(aws), **FAST}
     container = AwsContainer(settings=load_settings(env))
     deployment = Deployment(env, container, tmp_path)
     try:

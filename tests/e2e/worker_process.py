@@ -6,13 +6,14 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from entrypoints.devstack.service import free_port
 
 ROOT = Path(__file__).parents[2]
 
@@ -32,12 +33,6 @@ FAST = {
     "WSFLEET_HINT_VISIBILITY_TIMEOUT_S": "1",
     "WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def base_env(extra: dict[str, str]) -> dict[str, str]:

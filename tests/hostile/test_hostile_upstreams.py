@@ -27,6 +27,7 @@ from application.ports import ConnectionStore, StoredMessage
 from application.router import EventRouter
 from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.embedded import EmbeddedContainer, messages_path
+from entrypoints.devstack.aws import LocalAws
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
 from entrypoints.simulator.hostile import FAULTS, GOOD_FIRST, TOLERATED
@@ -34,7 +35,6 @@ from tests.e2e.cli_process import CliProcess
 from tests.e2e.worker_process import WorkerProcess
 from tests.support.deployment import create_deployment
 from tests.support.dynamodb import read_messages
-from tests.support.moto import MotoEndpoint
 
 GOOD = [f"good-{i}" for i in range(1, 4)]
 SETTINGS = {
@@ -54,9 +54,9 @@ SETTINGS = {
     "WSFLEET_RECONNECT_BASE_S": "0.2",
     "WSFLEET_POISON_BACKOFF_BASE_S": "60",
 }
-# moto serves every worker's requests one at a time, in this process: renewals every half
-# second for twenty connections saturated it, so the AWS backend renews less often.
-MOTO_PACE = {
+# Every renewal and every (conditional, per message) sink write is an HTTP call to a JVM that
+# shares the machine's two cores with the workers: the AWS backend renews less often.
+AWS_PACE = {
     "WSFLEET_LEASE_MS": "10000",
     "WSFLEET_HEARTBEAT_INTERVAL_S": "2",
     "WSFLEET_SELF_FENCE_MARGIN_MS": "3000",
@@ -109,8 +109,8 @@ async def embedded(stack: AsyncExitStack, request: pytest.FixtureRequest) -> Bac
 
 async def aws(stack: AsyncExitStack, request: pytest.FixtureRequest) -> Backend:
     tmp: Path = request.getfixturevalue("tmp_path")
-    moto: MotoEndpoint = request.getfixturevalue("moto")
-    env = {**await create_deployment(moto), **SETTINGS, **MOTO_PACE}
+    local: LocalAws = request.getfixturevalue("aws")
+    env = {**await create_deployment(local), **SETTINGS, **AWS_PACE}
     container = AwsContainer(settings=load_settings(env))
     stack.push_async_callback(shutdown, container)
     client = await provide(container.dynamodb)
@@ -129,23 +129,11 @@ async def aws(stack: AsyncExitStack, request: pytest.FixtureRequest) -> Backend:
     )
 
 
-# The AWS backend runs on moto, in this process and one request at a time, and the fenced
-# DynamoDB sink makes one conditional put per message: its streams are slower.
+# The fenced DynamoDB sink makes one conditional put per message: the AWS streams are slower.
 BACKENDS = {"embedded": (embedded, 10.0), "aws": (aws, 3.0)}
 
 
-# NOT YET PASSING on the AWS backend (said in the README's limits): on the moto server, in this
-# process and one request at a time, the fenced sink's conditional put per message made
-# graceful shutdowns overrun their budget on a loaded 2-core machine, so leases were left to
-# expire and streams stalled for a lease. To be judged on DynamoDB Local.
-AWS_NOT_YET = pytest.mark.xfail(
-    reason="moto too slow for a conditional put per message under load", strict=False
-)
-
-
-@pytest.fixture(
-    params=[pytest.param("embedded"), pytest.param("aws", marks=AWS_NOT_YET)],
-)
+@pytest.fixture(params=["embedded", "aws"])
 async def setup(
     request: pytest.FixtureRequest,
 ) -> AsyncIterator[tuple[Backend, UpstreamSimulator, float]]:

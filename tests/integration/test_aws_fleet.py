@@ -1,4 +1,4 @@
-"""Three workers (one process) on the AWS adapters — DynamoDB and SQS on a local moto server,
+"""Three workers (one process) on the AWS adapters — DynamoDB on DynamoDB Local and SQS on moto,
 real WebSockets to the upstream simulator — through start, crash takeover, graceful handoff and
 stop. The simulator judges subscribers; the messages table is read back seq by seq."""
 
@@ -26,9 +26,9 @@ from application.router import EventRouter
 from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
 from domain import DesiredState, LeaseTakenOver
+from entrypoints.devstack.aws import LocalAws
 from entrypoints.simulator import UpstreamSimulator
 from tests.support.dynamodb import TABLES, dynamodb_client, read_messages
-from tests.support.moto import MotoEndpoint
 from tests.support.resolver import StaticResolver
 
 CONFIG = WorkerConfig().scaled(0.1)  # lease 2 s, heartbeat 0.5 s, desired-state check 1 s
@@ -86,12 +86,12 @@ async def eventually(predicate: Callable[[], bool], timeout_s: float = 20.0) -> 
 
 
 @pytest.fixture
-async def fleet(moto: MotoEndpoint) -> AsyncIterator[AwsFleet]:
+async def fleet(aws: LocalAws) -> AsyncIterator[AwsFleet]:
     async with AsyncExitStack() as stack:
-        dynamodb = await stack.enter_async_context(dynamodb_client(moto))
+        dynamodb = await stack.enter_async_context(dynamodb_client(aws))
         await create_tables(dynamodb, TABLES, shards=4)
         sqs = await stack.enter_async_context(
-            aioboto3.Session().client("sqs", endpoint_url=moto.url, region_name=moto.region)
+            aioboto3.Session().client("sqs", endpoint_url=aws.moto_url, region_name=aws.region)
         )
         url = await create_queue(sqs, "fleet-hints", 3, with_dlq=False)
         sim = await stack.enter_async_context(UpstreamSimulator(rate=RATE))

@@ -15,7 +15,7 @@ from aiobotocore.config import AioConfig
 from adapters.cloudwatch import CloudWatchMetrics
 from adapters.cloudwatch.schema import AUTOSCALING_METRIC, DEFAULT_NAMESPACE, SERVICE_DIMENSION
 from application.ports.metrics import ACTIVE_CONNECTIONS, HANDOFF_LATENCY_MS, LEASE_ACQUISITIONS
-from tests.support.moto import MotoEndpoint
+from entrypoints.devstack.aws import LocalAws
 
 SERVICE = "wsfleet-workers"
 NO_RETRIES = AioConfig(
@@ -24,9 +24,9 @@ NO_RETRIES = AioConfig(
 
 
 @pytest.fixture
-async def cloudwatch(moto: MotoEndpoint) -> AsyncIterator[Any]:
+async def cloudwatch(aws: LocalAws) -> AsyncIterator[Any]:
     async with aioboto3.Session().client(
-        "cloudwatch", endpoint_url=moto.url, region_name=moto.region
+        "cloudwatch", endpoint_url=aws.moto_url, region_name=aws.region
     ) as client:
         yield client
 

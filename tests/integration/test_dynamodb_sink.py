@@ -10,6 +10,7 @@ from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.dynamodb.tables import create_tables
 from application.errors import SinkRefused, SinkUnavailable
 from application.ports import StoredMessage
+from entrypoints.devstack.aws import LocalAws
 from tests.support.dynamodb import (
     TABLES,
     FaultyClient,
@@ -18,12 +19,11 @@ from tests.support.dynamodb import (
     raising,
     read_messages,
 )
-from tests.support.moto import MotoEndpoint
 
 
 @pytest.fixture
-async def client(moto: MotoEndpoint) -> AsyncIterator[Any]:
-    async with dynamodb_client(moto) as client:
+async def client(aws: LocalAws) -> AsyncIterator[Any]:
+    async with dynamodb_client(aws) as client:
         await create_tables(client, TABLES)
         yield client
 

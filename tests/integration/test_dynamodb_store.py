@@ -8,6 +8,7 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
+import attrs
 import pytest
 
 from adapters.dynamodb import schema
@@ -17,6 +18,7 @@ from adapters.dynamodb.tables import create_tables
 from adapters.memory.store import InMemoryConnectionStore
 from application.errors import StoreUnavailable
 from domain import InvalidTransition, StopRequested
+from entrypoints.devstack.aws import LocalAws
 from tests.support.dynamodb import (
     TABLES,
     FaultyClient,
@@ -25,7 +27,6 @@ from tests.support.dynamodb import (
     half_batch_get,
     raising,
 )
-from tests.support.moto import MotoEndpoint
 
 T = 1_700_000_000_000
 LEASE = 20_000
@@ -33,8 +34,8 @@ URL = "wss://upstream.example/s"
 
 
 @pytest.fixture
-async def client(moto: MotoEndpoint) -> AsyncIterator[Any]:
-    async with dynamodb_client(moto) as client:
+async def client(aws: LocalAws) -> AsyncIterator[Any]:
+    async with dynamodb_client(aws) as client:
         await create_tables(client, TABLES)
         yield client
 
@@ -292,11 +293,11 @@ async def test_a_throttled_transaction_item_becomes_store_unavailable(faulty: Fa
         await store.stop("c1", T + 1)
 
 
-async def test_an_unreachable_endpoint_becomes_store_unavailable(moto: MotoEndpoint) -> None:
+async def test_an_unreachable_endpoint_becomes_store_unavailable(aws: LocalAws) -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    unreachable = MotoEndpoint(url=f"http://127.0.0.1:{port}")
+    unreachable = attrs.evolve(aws, dynamodb_url=f"http://127.0.0.1:{port}")
     async with dynamodb_client(
         unreachable, retries={"max_attempts": 1}, connect_timeout=1, read_timeout=1
     ) as client:
@@ -307,8 +308,8 @@ async def test_an_unreachable_endpoint_becomes_store_unavailable(moto: MotoEndpo
             await store.start("c1", URL, T)
 
 
-async def test_errors_that_are_not_transient_are_raised_unchanged(moto: MotoEndpoint) -> None:
-    async with dynamodb_client(moto) as client:  # no tables: a deployment error
+async def test_errors_that_are_not_transient_are_raised_unchanged(aws: LocalAws) -> None:
+    async with dynamodb_client(aws) as client:  # no tables: a deployment error
         store = new_store(client)
         with pytest.raises(Exception, match="ResourceNotFound") as raised:
             await store.get("c1")

@@ -4,12 +4,12 @@ from typing import Any
 
 from adapters.dynamodb import schema
 from adapters.dynamodb.tables import create_tables, table_definitions
+from entrypoints.devstack.aws import LocalAws
 from tests.support.dynamodb import TABLES, dynamodb_client
-from tests.support.moto import MotoEndpoint
 
 
-async def test_create_tables_builds_the_schema_and_can_run_again(moto: MotoEndpoint) -> None:
-    async with dynamodb_client(moto) as client:
+async def test_create_tables_builds_the_schema_and_can_run_again(aws: LocalAws) -> None:
+    async with dynamodb_client(aws) as client:
         await create_tables(client, TABLES)
         await create_tables(client, TABLES)  # existing tables are left alone
 

@@ -16,11 +16,12 @@ from adapters.dynamodb.schema import (
     DEFAULT_EVENTS_TABLE,
     DEFAULT_MESSAGES_TABLE,
 )
+from entrypoints.devstack.aws import LocalAws
 from entrypoints.lambda_router import handler as lambda_handler
 from tests.support.apigw import LambdaContext, proxy_event
+from tests.support.aws import reset
 from tests.support.deployment import create_deployment_sync
 from tests.support.logs import preserved_logging
-from tests.support.moto import MotoEndpoint
 
 URL = "ws://127.0.0.1:9/stream/m1?token=s3cr3t-value"
 
@@ -34,7 +35,7 @@ class Reply:
 
 @attrs.define
 class RouterUnderTest:
-    moto: MotoEndpoint
+    aws: LocalAws
     env: dict[str, str]
     monkeypatch: pytest.MonkeyPatch
 
@@ -56,7 +57,8 @@ class RouterUnderTest:
         return Reply(response["statusCode"], response["headers"], json.loads(response["body"]))
 
     def _client(self, service: str) -> Any:
-        return boto3.client(service, endpoint_url=self.moto.url, region_name=self.moto.region)
+        url = self.aws.dynamodb_url if service == "dynamodb" else self.aws.moto_url
+        return boto3.client(service, endpoint_url=url, region_name=self.aws.region)
 
     def items(self, table: str = DEFAULT_CONNECTIONS_TABLE) -> list[dict[str, Any]]:
         return list(self._client("dynamodb").scan(TableName=table)["Items"])
@@ -88,19 +90,19 @@ class RouterUnderTest:
 
 
 @pytest.fixture(scope="module")
-def deployment(moto_server: MotoEndpoint) -> Iterator[dict[str, str]]:
+def deployment(aws_session: LocalAws) -> Iterator[dict[str, str]]:
     """Tables and queue once per module (creating tables takes about a second); each test
     starts from empty tables and an empty queue. The Lambda container (its loop and clients)
     is kept across tests, as Lambda keeps it across invocations, unless a test reconfigures."""
-    moto_server.reset()
+    reset(aws_session)
     with preserved_logging():
-        yield create_deployment_sync(moto_server)
+        yield create_deployment_sync(aws_session)
         lambda_handler.close()
 
 
 @pytest.fixture
 def api(
-    moto_server: MotoEndpoint, deployment: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    aws_session: LocalAws, deployment: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[RouterUnderTest]:
     for name in [n for n in os.environ if n.startswith("WSFLEET_")]:
         monkeypatch.delenv(name)
@@ -108,7 +110,7 @@ def api(
         monkeypatch.setenv(name, value)
     # The upstream URLs in these tests are on loopback; SSRF tests switch this off.
     monkeypatch.setenv("WSFLEET_ALLOW_PRIVATE_UPSTREAMS", "true")
-    under_test = RouterUnderTest(moto_server, deployment, monkeypatch)
+    under_test = RouterUnderTest(aws_session, deployment, monkeypatch)
     under_test.empty_deployment()
     try:
         yield under_test
@@ -423,6 +425,7 @@ def test_unreachable_store_is_503_with_retry_after(
 ) -> None:
     api.configure(
         AWS_ENDPOINT_URL=f"http://127.0.0.1:{unused_tcp_port}",
+        DYNAMODB_ENDPOINT_URL=f"http://127.0.0.1:{unused_tcp_port}",
         AWS_MAX_ATTEMPTS="1",
         AWS_CONNECT_TIMEOUT_S="0.5",
     )

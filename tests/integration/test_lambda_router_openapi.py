@@ -16,11 +16,12 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from entrypoints.devstack.aws import LocalAws
 from entrypoints.lambda_router import handler as lambda_handler
 from tests.support.apigw import LambdaContext, proxy_event
+from tests.support.aws import reset
 from tests.support.deployment import create_deployment_sync
 from tests.support.logs import preserved_logging
-from tests.support.moto import MotoEndpoint
 
 OPENAPI = Path(__file__).parents[2] / "entrypoints" / "lambda_router" / "openapi.yaml"
 schema = schemathesis.openapi.from_path(OPENAPI)
@@ -49,9 +50,9 @@ def proxy_app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
 
 
 @pytest.fixture(scope="module")
-def router(moto_server: MotoEndpoint) -> Iterator[None]:
-    moto_server.reset()
-    env = create_deployment_sync(moto_server)
+def router(aws_session: LocalAws) -> Iterator[None]:
+    reset(aws_session)
+    env = create_deployment_sync(aws_session)
     with pytest.MonkeyPatch.context() as patch, preserved_logging():
         for name in [n for n in os.environ if n.startswith("WSFLEET_")]:
             patch.delenv(name)

@@ -16,13 +16,13 @@ from botocore.exceptions import ClientError
 from adapters.sqs import SqsNotificationQueue, create_queue
 from adapters.sqs.schema import MAX_RECEIVE_COUNT
 from application.errors import ConfigurationError, QueueUnavailable
-from tests.support.moto import MotoEndpoint
+from entrypoints.devstack.aws import LocalAws
 
 
 @pytest.fixture
-async def sqs(moto: MotoEndpoint) -> AsyncIterator[Any]:
+async def sqs(aws: LocalAws) -> AsyncIterator[Any]:
     async with aioboto3.Session().client(
-        "sqs", endpoint_url=moto.url, region_name=moto.region
+        "sqs", endpoint_url=aws.moto_url, region_name=aws.region
     ) as client:
         yield client
 
@@ -152,8 +152,8 @@ async def test_throttling_becomes_queue_unavailable(queue_url: str) -> None:
         assert isinstance(caught.value.__cause__, ClientError)
 
 
-async def test_a_missing_queue_is_not_disguised_as_an_outage(sqs: Any, moto: MotoEndpoint) -> None:
-    queue = SqsNotificationQueue(sqs, f"{moto.url}/123456789012/no-such-queue")
+async def test_a_missing_queue_is_not_disguised_as_an_outage(sqs: Any, aws: LocalAws) -> None:
+    queue = SqsNotificationQueue(sqs, f"{aws.moto_url}/123456789012/no-such-queue")
 
     with pytest.raises(ClientError, match="does not exist"):
         await queue.receive(max_messages=1, wait_s=0)

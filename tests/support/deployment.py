@@ -1,5 +1,6 @@
-"""A wsfleet deployment on the moto server: the tables and the hint queue created with the
-adapters' own helpers, and the WSFLEET_* environment that points a process at them."""
+"""A wsfleet deployment on the session's local AWS: the tables (DynamoDB Local) and the hint
+queue (moto) created with the adapters' own helpers, and the WSFLEET_* environment that points
+a process at them."""
 
 import asyncio
 from typing import Any
@@ -9,26 +10,21 @@ from aiobotocore.session import get_session
 from adapters.dynamodb.schema import TableNames
 from adapters.dynamodb.tables import create_tables
 from adapters.sqs import create_queue
-from tests.support.moto import MotoEndpoint
+from entrypoints.devstack.aws import LocalAws
 
 QUEUE_NAME = "wsfleet-hints"
 
 
-async def create_deployment(moto: MotoEndpoint) -> dict[str, str]:
+async def create_deployment(aws: LocalAws) -> dict[str, str]:
     session = get_session()
-    kwargs: dict[str, Any] = {"endpoint_url": moto.url, "region_name": moto.region}
-    async with session.create_client("dynamodb", **kwargs) as dynamodb:
-        await create_tables(dynamodb, TableNames())
-    async with session.create_client("sqs", **kwargs) as sqs:
+    where: dict[str, Any] = {"region_name": aws.region}
+    async with session.create_client("dynamodb", endpoint_url=aws.dynamodb_url, **where) as db:
+        await create_tables(db, TableNames())
+    async with session.create_client("sqs", endpoint_url=aws.moto_url, **where) as sqs:
         queue_url = await create_queue(sqs, QUEUE_NAME, visibility_timeout_s=30)
-    return {
-        "WSFLEET_BACKEND": "aws",
-        "WSFLEET_AWS_ENDPOINT_URL": moto.url,
-        "WSFLEET_REGION": moto.region,
-        "WSFLEET_QUEUE_URL": queue_url,
-    }
+    return {**aws.env(), "WSFLEET_QUEUE_URL": queue_url}
 
 
-def create_deployment_sync(moto: MotoEndpoint) -> dict[str, str]:
+def create_deployment_sync(aws: LocalAws) -> dict[str, str]:
     """For synchronous tests (the Lambda handler runs its own event loop)."""
-    return asyncio.run(create_deployment(moto))
+    return asyncio.run(create_deployment(aws))

@@ -1,6 +1,6 @@
-"""DynamoDB helpers for tests: a client on the moto endpoint, a reader of the messages table,
-and a client wrapper that injects the faults moto does not simulate (throttling, unprocessed
-batch items, transaction conflicts)."""
+"""DynamoDB helpers for tests: a client on the session's DynamoDB (DynamoDB Local), a reader of
+the messages table, and a client wrapper that injects the faults no local engine simulates
+(throttling, unprocessed batch items, transaction conflicts)."""
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -13,10 +13,10 @@ from botocore.exceptions import ClientError
 from adapters.dynamodb import schema
 from adapters.dynamodb.items import message_from_item
 from application.ports.sink import StoredMessage
-from tests.support.moto import MotoEndpoint
+from entrypoints.devstack.aws import LocalAws
 
-# Fresh names per test are not needed (moto is reset per test), but distinct from the defaults
-# so that nothing passes by relying on them.
+# Fresh names per test are not needed (every table is dropped between tests), but distinct from
+# the defaults so that nothing passes by relying on them.
 TABLES = schema.TableNames(
     connections="test-connections", events="test-events", messages="test-messages"
 )
@@ -26,20 +26,20 @@ _sessions: dict[str, aioboto3.Session] = {}
 
 
 @asynccontextmanager
-async def dynamodb_client(endpoint: MotoEndpoint, **config: Any) -> AsyncIterator[Any]:
+async def dynamodb_client(aws: LocalAws, **config: Any) -> AsyncIterator[Any]:
     """A new client, bound to the running loop (aiobotocore clients must not cross loops).
     The session behind it is shared: a session is not bound to a loop, and reusing it reuses
     its loaded service model (0.2 s per test otherwise). Static credentials: nothing to refresh."""
     settings = {"retries": {"mode": "standard", "max_attempts": 3}, "max_pool_connections": 50}
-    session = _sessions.get(endpoint.region)
+    session = _sessions.get(aws.region)
     if session is None:
-        session = _sessions[endpoint.region] = aioboto3.Session(
+        session = _sessions[aws.region] = aioboto3.Session(
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
-            region_name=endpoint.region,
+            region_name=aws.region,
         )
     async with session.client(
-        "dynamodb", endpoint_url=endpoint.url, config=Config(**{**settings, **config})
+        "dynamodb", endpoint_url=aws.dynamodb_url, config=Config(**{**settings, **config})
     ) as client:
         yield client
 
@@ -75,7 +75,7 @@ def client_error(code: str, status: int = 400, **extra: Any) -> ClientError:
 class FaultyClient:
     """Wraps a real client; `plan(api, fault)` makes the next calls of `api` go through
     `fault(call, kwargs)` instead, which may raise or trim the request and answer. The faults
-    moto cannot produce are thereby tested through the adapters' real code paths."""
+    no local engine produces are thereby tested through the adapters' real code paths."""
 
     Fault = Callable[[Callable[..., Any], dict[str, Any]], Any]
 

@@ -1,0 +1,112 @@
+"""The local AWS of the demo, the tests, the benchmarks and the chaos suite: DynamoDB Local
+for DynamoDB and a moto server for SQS and CloudWatch, each a child process on 127.0.0.1.
+
+Where DynamoDB Local cannot run (no java, not installed) moto serves DynamoDB too, one request
+at a time (moto_server.py says why), and `LocalAws.fallback` says why: callers must say so
+loudly, because races are then not exercised at all. DEVSTACK_DYNAMODB chooses: `auto` (the
+default: DynamoDB Local if it can run), `dynamodb-local` (an error if it cannot) or `moto`."""
+
+import asyncio
+import os
+import re
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
+
+import attrs
+
+from entrypoints.devstack import dynamodb_local
+from entrypoints.devstack.service import CREDENTIALS, REGION, Service, ServiceError, child_env
+
+ENGINE_VARIABLE = "DEVSTACK_DYNAMODB"
+ENGINES = ("auto", "dynamodb-local", "moto")
+MOTO_START_TIMEOUT_S = 60.0
+
+
+@attrs.frozen
+class LocalAws:
+    moto_url: str  # SQS and CloudWatch (and DynamoDB in the fallback)
+    dynamodb_url: str
+    engine: str  # what serves DynamoDB, with its version
+    fallback: str | None = None  # why DynamoDB Local is not that engine; None when it is
+    region: str = REGION
+
+    @property
+    def on_dynamodb_local(self) -> bool:
+        return self.fallback is None
+
+    def env(self) -> dict[str, str]:
+        """The WSFLEET_* variables that point a worker, the router or the CLI here."""
+        return {
+            "WSFLEET_BACKEND": "aws",
+            "WSFLEET_AWS_ENDPOINT_URL": self.moto_url,
+            "WSFLEET_DYNAMODB_ENDPOINT_URL": self.dynamodb_url,
+            "WSFLEET_REGION": self.region,
+        }
+
+    def describe(self) -> str:
+        if self.fallback is None:
+            return (
+                f"DynamoDB on {self.engine} at {self.dynamodb_url} (no lock), "
+                f"SQS and CloudWatch on moto at {self.moto_url}"
+            )
+        return (
+            f"DynamoDB, SQS and CloudWatch on moto at {self.moto_url}, NOT DynamoDB Local "
+            f"({self.fallback}): DynamoDB requests are served one at a time"
+        )
+
+
+def set_fake_credentials() -> None:
+    """This process's own clients: fake credentials unless some are configured."""
+    for name, value in CREDENTIALS.items():
+        os.environ.setdefault(name, value)
+
+
+@contextmanager
+def local_aws(log_dir: Path, engine: str | None = None) -> Iterator[LocalAws]:
+    """Starts the stack (both services at once), yields where it answers, stops it."""
+    choice = engine or os.environ.get(ENGINE_VARIABLE, "") or "auto"
+    if choice not in ENGINES:
+        raise ServiceError(f"{ENGINE_VARIABLE}={choice!r}: expected one of {', '.join(ENGINES)}")
+    found: Path | str = f"{ENGINE_VARIABLE}=moto" if choice == "moto" else dynamodb_local.locate()
+    if choice == "dynamodb-local" and isinstance(found, str):
+        raise ServiceError(f"{ENGINE_VARIABLE}=dynamodb-local, but {found}")
+    with ExitStack() as stack:
+        serialize = ["--serialize-dynamodb"] if isinstance(found, str) else []
+        moto = Service.start(
+            "moto",
+            [sys.executable, "-m", "entrypoints.devstack.moto_server", *serialize],
+            log_dir,
+            env=child_env(),
+        )
+        stack.callback(moto.stop)
+        if isinstance(found, Path):
+            dynamodb, dynamodb_url = dynamodb_local.start(found, log_dir)
+            stack.callback(dynamodb.stop)
+        moto_url = moto.wait_for_line(r"listening on (http://\S+)", MOTO_START_TIMEOUT_S)[1]
+        if isinstance(found, Path):
+            yield LocalAws(moto_url, dynamodb_url, f"DynamoDB Local {_release(found)}")
+        else:
+            yield LocalAws(moto_url, moto_url, "moto (one request at a time)", fallback=found)
+
+
+@asynccontextmanager
+async def open_local_aws(log_dir: Path, engine: str | None = None) -> AsyncIterator[LocalAws]:
+    """`local_aws` for an event loop: starting and stopping block, so they run on a thread."""
+    manager = local_aws(log_dir, engine)
+    aws = await asyncio.to_thread(manager.__enter__)
+    try:
+        yield aws
+    finally:
+        await asyncio.to_thread(manager.__exit__, None, None, None)
+
+
+def _release(jar_dir: Path) -> str:
+    """ "3.3.1", from the release notes beside the jar (its directory is named by date)."""
+    try:
+        notes = (jar_dir / "README.txt").read_text(errors="replace")
+    except OSError:
+        notes = ""
+    match = re.search(r"^\s*\d{4}-\d{2}-\d{2} \((\d+(?:\.\d+)+)\)", notes, re.MULTILINE)
+    return match[1] if match else dynamodb_local.version(jar_dir)

@@ -1,0 +1,146 @@
+"""One backing service as a child process: its own session (a signal to it reaches nothing
+else, a Ctrl-C in the terminal reaches only the parent), output to a log file (never a pipe
+nobody reads), killed by the kernel if the parent dies first (Linux), ended by `stop()`.
+
+Synchronous on purpose: a service is started and stopped once per run, from a pytest session
+fixture as well as from event loops (which call these through `asyncio.to_thread`)."""
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import attrs
+
+# Asks for SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG = 1; it survives exec), checks
+# the parent did not die before that, then becomes the real command (same pid).
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+    "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+_POLL_S = 0.05
+
+
+class ServiceError(Exception):
+    """A service did not start: it exited, or was not ready in time (the message has its log)."""
+
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository (bench/ and tests/ live there)
+# Fake, static credentials so botocore never looks further (no network, no real account).
+# Letters and digits only: DynamoDB Local refuses any other access key id.
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+REGION = "us-east-1"
+
+
+def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a local process: the caller's without WSFLEET_* (each child states
+    its own; a worker refuses unknown ones) and without asyncio's debug mode (its bookkeeping
+    slows the services, workers and benchmarks several times over), with fake AWS credentials
+    and region unless set, the repository on the path, then `extra`."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("WSFLEET_") and k != "PYTHONASYNCIODEBUG"
+    }
+    env = {**CREDENTIALS, "AWS_DEFAULT_REGION": REGION, **env, **(extra or {})}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def free_port() -> int:
+    """A port nobody listens on now (the service binds it a moment later; a collision shows
+    as a service that exits early, and the caller may retry)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@attrs.define(eq=False)
+class Service:
+    name: str
+    process: "subprocess.Popen[bytes]"
+    log_path: Path
+
+    @classmethod
+    def start(
+        cls, name: str, argv: Sequence[str], log_dir: Path, env: Mapping[str, str] | None = None
+    ) -> "Service":
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"{name}.log"
+        command = list(argv)
+        if sys.platform == "linux":
+            command = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *command]
+        with log_path.open("wb") as log:  # the child keeps its own descriptor
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=None if env is None else dict(env),
+                start_new_session=True,
+            )
+        return cls(name, process, log_path)
+
+    @property
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def wait_until(self, ready: Callable[[], bool], timeout_s: float) -> None:
+        """Polls `ready` until it holds. Raises ServiceError if the process exits first or
+        `timeout_s` passes (and then stops it)."""
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            if not self.running:
+                raise ServiceError(
+                    f"{self.name} exited with code {self.process.returncode} before it was "
+                    f"ready; its last output:\n{self.tail()}"
+                )
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServiceError(
+                    f"{self.name} was not ready after {timeout_s:.0f} s; its last output:\n"
+                    f"{self.tail()}"
+                )
+            time.sleep(_POLL_S)
+
+    def wait_for_line(self, pattern: str, timeout_s: float) -> re.Match[str]:
+        regex = re.compile(pattern)
+        found: list[re.Match[str]] = []
+
+        def ready() -> bool:
+            match = regex.search(self.log_path.read_text(errors="replace"))
+            found[:] = [match] if match else []
+            return bool(match)
+
+        self.wait_until(ready, timeout_s)
+        return found[0]
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """SIGTERM, then SIGKILL after `grace_s`; always reaps the process."""
+        if self.running:
+            self._signal(signal.SIGTERM)
+            try:
+                self.process.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+        self.process.wait()
+
+    def _signal(self, sig: signal.Signals) -> None:
+        # The child leads its own process group (start_new_session): its pid is the group id.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, sig)
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no output)"
+        return "\n".join(text.splitlines()[-lines:])
