@@ -26,8 +26,8 @@ from adapters.sqlite.message_sink import SqliteMessageSink
 from application.ports import ConnectionStore, StoredMessage
 from application.router import EventRouter
 from entrypoints.containers import AwsContainer, provide, shutdown
-from entrypoints.embedded import EmbeddedContainer, messages_path
 from entrypoints.devstack.aws import LocalAws
+from entrypoints.embedded import EmbeddedContainer, messages_path
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
 from entrypoints.simulator.hostile import FAULTS, GOOD_FIRST, TOLERATED
