@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from adapters.prometheus import prometheus_name
 from application.ports import metrics as names
 from application.ports.metrics import CATALOGUE, Kind
+from entrypoints.devstack.service import free_port
 from entrypoints.simulator import UpstreamSimulator
 from tests.e2e.cli_process import CliProcess, run_cli
-from tests.e2e.worker_process import free_port
 from tests.support.simulator import simulator
 
 __all__ = ["simulator"]

@@ -9,8 +9,8 @@ import pytest
 from adapters.sqlite.store import SqliteConnectionStore
 from adapters.system.clock import SystemClock
 from entrypoints.cli.main import main
+from entrypoints.devstack.service import free_port
 from tests.e2e.cli_process import CliProcess
-from tests.e2e.worker_process import free_port
 
 LEASE_MS = 600_000  # held for the whole test
 
