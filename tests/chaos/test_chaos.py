@@ -35,11 +35,12 @@ async def test_every_fault_once_keeps_one_active_owner_per_connection_and_loses_
 
 @pytest.mark.parametrize("backend", ["aws", "embedded"])
 async def test_sink_faults_keep_everything_up_to_the_checkpoint_stored(
-    backend: str, tmp_path: Path, chaos_outcomes: list[Outcome]
+    backend: str, tmp_path: Path, chaos_outcomes: list[Outcome], request: pytest.FixtureRequest
 ) -> None:
     """The sink down, slow, leaving batch items unprocessed, and losing the answer to a stored
     batch, on every worker at once: no owner lost, the checkpoint invariant checked during and
     after each (tests/chaos/faults.py), then the full judge."""
-    outcome = await execute(backend, tmp_path, SEED, sink_schedule)
+    aws = request.getfixturevalue("aws_session") if backend == "aws" else None
+    outcome = await execute(backend, tmp_path, SEED, sink_schedule, aws)
     chaos_outcomes.append(outcome)
     assert outcome.ok, describe(outcome)

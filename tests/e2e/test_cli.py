@@ -134,7 +134,7 @@ def test_refusals_exit_1_and_say_why(tmp_path: Path, capsys: pytest.CaptureFixtu
     unknown_stop = run_cli(["stop", "ghost"], tmp_path)
 
     assert private.returncode == 1
-    assert "internal address 127.0.0.1" in private.stderr
+    assert "host '127.0.0.1' resolves to an internal address" in private.stderr
     assert "WSFLEET_ALLOW_PRIVATE_UPSTREAMS=true" in private.stderr
     assert unknown_stop.returncode == 1
     assert "'ghost' was never started" in unknown_stop.stderr
