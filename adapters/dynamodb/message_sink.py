@@ -32,7 +32,7 @@ from adapters.dynamodb import schema
 from adapters.dynamodb.errors import CONDITION_FAILED, error_code, failed_item, unavailable_as
 from adapters.dynamodb.items import message_to_item
 from application.errors import ConfigurationError, SinkRefused, SinkUnavailable
-from application.ports.sink import MAX_SEQ, StoredMessage
+from application.ports.sink import StoredMessage, storable
 
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb.client import DynamoDBClient
@@ -113,7 +113,7 @@ class DynamoDbMessageSink:
 
     async def _put(self, message: StoredMessage) -> str:
         """ "stored", "stale", "conflict" or "invalid"; raises SinkUnavailable."""
-        if not 0 <= message.seq <= MAX_SEQ or (len(message.data.encode()) > self.max_message_bytes):
+        if not storable(message, self.max_message_bytes):
             return "invalid"
         self._count("PutItem")
         try:

@@ -6,7 +6,7 @@ rewrites and can fail on purpose."""
 from collections.abc import Sequence
 
 from application.errors import ConfigurationError, SinkRefused, SinkUnavailable
-from application.ports.sink import MAX_SEQ, StoredMessage
+from application.ports.sink import StoredMessage, storable
 
 
 class InMemoryMessageSink:
@@ -51,10 +51,7 @@ class InMemoryMessageSink:
         for message in messages:
             key = (message.connection_id, message.seq)
             stored = self.messages.get(key)
-            if (
-                not 0 <= message.seq <= MAX_SEQ
-                or len(message.data.encode()) > self.max_message_bytes
-            ):
+            if not storable(message, self.max_message_bytes):
                 invalid.add(key)
             elif stored is not None and stored.token > message.token:
                 stale.add(key)

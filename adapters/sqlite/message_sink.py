@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager
 from adapters.sqlite.db import SqliteDatabase
 from adapters.sqlite.schema import MESSAGES, MESSAGES_SCHEMA
 from application.errors import ConfigurationError, SinkRefused, SinkUnavailable
-from application.ports.sink import MAX_SEQ, StoredMessage
+from application.ports.sink import StoredMessage, storable
 
 # One transaction per batch: larger batches mean fewer commits (each one an fsync at FULL).
 DEFAULT_MAX_BATCH = 500
@@ -114,9 +114,7 @@ class SqliteMessageSink:
         if not messages:
             return
         invalid = frozenset(
-            (m.connection_id, m.seq)
-            for m in messages
-            if not 0 <= m.seq <= MAX_SEQ or len(m.data.encode()) > self.max_message_bytes
+            (m.connection_id, m.seq) for m in messages if not storable(m, self.max_message_bytes)
         )
         rows = [
             (m.connection_id, m.seq, m.data, m.received_at_ms, m.worker_id, m.token)

@@ -10,6 +10,12 @@ import attrs
 MAX_SEQ = 2**63 - 1
 
 
+def utf8_size(data: str) -> int:
+    """The bytes `data` takes in UTF-8. ASCII (most upstream JSON) is measured without encoding
+    a copy: this runs once per received message. Raises UnicodeEncodeError (a lone surrogate)."""
+    return len(data) if data.isascii() else len(data.encode("utf-8"))
+
+
 @attrs.frozen
 class StoredMessage:
     connection_id: str
@@ -18,6 +24,12 @@ class StoredMessage:
     received_at_ms: int
     worker_id: str
     token: int  # the fencing token of the lease under which the message was received
+
+
+def storable(message: "StoredMessage", max_message_bytes: int) -> bool:
+    """The one rule for what a sink can store: a seq in 0..MAX_SEQ and data within its limit.
+    The worker applies it at the boundary; each sink again, to report SinkRefused(invalid)."""
+    return 0 <= message.seq <= MAX_SEQ and utf8_size(message.data) <= max_message_bytes
 
 
 class MessageSink(Protocol):

@@ -29,7 +29,7 @@ from application.ports.metrics import (
     UPSTREAM_GIVE_UPS,
     UPSTREAM_RECONNECTS,
 )
-from application.ports.sink import MAX_SEQ
+from application.ports.sink import MAX_SEQ, utf8_size
 from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
 from application.worker.ingest import Fenced, IngestWriter, Rejected
@@ -196,7 +196,7 @@ class ConnectionSession:
             ctx.metrics.count(MESSAGES_REJECTED)
             raise UpstreamFault(f"seq {seq!r:.40} is not an integer in 0..2^63-1")
         try:
-            size = len(data.encode("utf-8"))
+            size = utf8_size(data)
         except UnicodeEncodeError:  # a lone surrogate, from a JSON escape such as \ud800
             ctx.metrics.count(MESSAGES_REJECTED)
             raise UpstreamFault(f"seq {seq}: data is not valid Unicode text") from None
