@@ -257,36 +257,15 @@ class IngestWriter:
     def _settle(self, batch: list[_Entry], refused: SinkRefused | None) -> None:
         stored = 0
         for entry in batch:
-            buffer, _, message = entry
-            key = (message.connection_id, message.seq)
-            extra = self._ctx.log_extra(message.connection_id, message.token)
-            if refused is not None and key in refused.stale:
-                # A newer token wrote this seq: another owner holds the connection now.
-                log.warning("sink refused seq %d: a newer owner wrote it", message.seq, extra=extra)
-                buffer.lease.superseded()
-                _drop(entry)
-            elif refused is not None and key in refused.invalid:
-                log.error(
-                    "sink cannot store seq %d: failing the connection", message.seq, extra=extra
-                )
-                _drop(entry)
-                buffer.fail(f"the sink cannot store seq {message.seq}")
-            elif refused is not None and key in refused.conflicts:
-                self._ctx.metrics.count(SEQ_CONFLICTS)
-                log.error(
-                    "seq %d is stored already with different data: kept the stored copy, "
-                    "failing the connection",
-                    message.seq,
-                    extra=extra,
-                )
-                _drop(entry)
-                buffer.fail(f"the upstream sent different data for stored seq {message.seq}")
-            elif not buffer.lease.valid():
+            buffer, ticket, message = entry
+            if refused is not None and self._refused(entry, refused):
+                continue
+            if not buffer.lease.valid():
                 # Stored, but the write returned after trust ended: it cannot be counted, so
                 # the checkpoint stays behind it (the next owner writes it again).
                 _drop(entry)
             else:
-                buffer._settled(entry[1], message.seq, stored=True)
+                buffer._settled(ticket, message.seq, stored=True)
                 stored += 1
         if stored:
             # One sample per batch, its oldest message's (the queue is in receipt order): the
@@ -295,6 +274,32 @@ class IngestWriter:
             self._ctx.metrics.timing(INGEST_LAG_MS, self._ctx.clock.now_ms() - oldest_ms)
             self._ctx.metrics.count(MESSAGES_INGESTED, stored)
             self.stored += stored
+
+    def _refused(self, entry: _Entry, refused: SinkRefused) -> bool:
+        """Settle a message the sink refused (and act on why); False if it was not refused."""
+        buffer, _, message = entry
+        key = (message.connection_id, message.seq)
+        if key not in refused.stale and key not in refused.invalid and key not in refused.conflicts:
+            return False
+        extra = self._ctx.log_extra(message.connection_id, message.token)
+        _drop(entry)
+        if key in refused.stale:
+            # A newer token wrote this seq: another owner holds the connection now.
+            log.warning("sink refused seq %d: a newer owner wrote it", message.seq, extra=extra)
+            buffer.lease.superseded()
+        elif key in refused.invalid:
+            log.error("sink cannot store seq %d: failing the connection", message.seq, extra=extra)
+            buffer.fail(f"the sink cannot store seq {message.seq}")
+        else:
+            self._ctx.metrics.count(SEQ_CONFLICTS)
+            log.error(
+                "seq %d is stored already with different data: kept the stored copy, "
+                "failing the connection",
+                message.seq,
+                extra=extra,
+            )
+            buffer.fail(f"the upstream sent different data for stored seq {message.seq}")
+        return True
 
 
 def _drop(entry: _Entry) -> None:
