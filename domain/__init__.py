@@ -1,16 +1,22 @@
-"""The pure core of wsfleet: the Connection aggregate, decided and evolved, never doing I/O."""
+"""The pure core of wsfleet: the Connection and WorkerSession aggregates, decided and evolved,
+never doing I/O."""
 
 from domain.commands import (
     Acquire,
+    Checkpoint,
     Command,
+    EndSession,
     EndStream,
+    OpenSession,
     Release,
-    Renew,
+    RenewSession,
     ReportUpstreamFailure,
+    SessionCommand,
     Start,
     Stop,
 )
 from domain.decide import decide
+from domain.decide_session import decide_session, evolve_session, fold_session
 from domain.errors import (
     CheckpointRegressed,
     ConnectionConflict,
@@ -21,30 +27,46 @@ from domain.errors import (
     InvalidTransition,
     LeaseLost,
     LeaseUnavailable,
+    SessionNotLive,
 )
 from domain.events import (
     OWNERSHIP_EVENTS,
+    SESSION_LOG_EVENTS,
     Checkpointed,
     ConnectionRestarted,
     ConnectionStarted,
     Event,
     LeaseAcquired,
     LeaseReleased,
-    LeaseRenewed,
     LeaseTakenOver,
+    SessionEnded,
+    SessionEvent,
+    SessionOpened,
+    SessionRenewed,
     StopRequested,
     StreamEnded,
     UpstreamFailed,
     is_ownership_event,
 )
 from domain.evolve import evolve, fold
-from domain.identifiers import validate_connection_id, validate_ws_url
-from domain.state import NO_OWNER, Connection, DesiredState, LeaseStatus, StopReason
+from domain.identifiers import validate_connection_id, validate_session_id, validate_ws_url
+from domain.state import (
+    NO_OWNER,
+    Connection,
+    DesiredState,
+    LeaseStatus,
+    SessionLookup,
+    SessionStatus,
+    StopReason,
+    WorkerSession,
+)
 
 __all__ = [
     "NO_OWNER",
     "OWNERSHIP_EVENTS",
+    "SESSION_LOG_EVENTS",
     "Acquire",
+    "Checkpoint",
     "CheckpointRegressed",
     "Checkpointed",
     "Command",
@@ -56,6 +78,7 @@ __all__ = [
     "ConnectionStopped",
     "DesiredState",
     "DomainError",
+    "EndSession",
     "EndStream",
     "Event",
     "InvalidCommand",
@@ -63,23 +86,36 @@ __all__ = [
     "LeaseAcquired",
     "LeaseLost",
     "LeaseReleased",
-    "LeaseRenewed",
     "LeaseStatus",
     "LeaseTakenOver",
     "LeaseUnavailable",
+    "OpenSession",
     "Release",
-    "Renew",
+    "RenewSession",
     "ReportUpstreamFailure",
+    "SessionCommand",
+    "SessionEnded",
+    "SessionEvent",
+    "SessionLookup",
+    "SessionNotLive",
+    "SessionOpened",
+    "SessionRenewed",
+    "SessionStatus",
     "Start",
     "Stop",
     "StopReason",
     "StopRequested",
     "StreamEnded",
     "UpstreamFailed",
+    "WorkerSession",
     "decide",
+    "decide_session",
     "evolve",
+    "evolve_session",
     "fold",
+    "fold_session",
     "is_ownership_event",
     "validate_connection_id",
+    "validate_session_id",
     "validate_ws_url",
 ]

@@ -12,8 +12,11 @@ from domain.events import (
     Event,
     LeaseAcquired,
     LeaseReleased,
-    LeaseRenewed,
     LeaseTakenOver,
+    SessionEnded,
+    SessionEvent,
+    SessionOpened,
+    SessionRenewed,
     StopRequested,
     StreamEnded,
     UpstreamFailed,
@@ -27,12 +30,16 @@ EVENT_TYPES: dict[str, type[Event]] = {
         StopRequested,
         LeaseAcquired,
         LeaseTakenOver,
-        LeaseRenewed,
         Checkpointed,
         LeaseReleased,
         StreamEnded,
         UpstreamFailed,
     )
+}
+
+
+SESSION_EVENT_TYPES: dict[str, type[SessionEvent]] = {
+    cls.__name__: cls for cls in (SessionOpened, SessionRenewed, SessionEnded)
 }
 
 
@@ -47,5 +54,19 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     cls = EVENT_TYPES.get(str(name))
     if cls is None:
         raise InvalidTransition(f"unknown event type {name!r}")
+    names = {a.name for a in attrs.fields(cls)}
+    return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+def session_event_to_dict(event: SessionEvent) -> dict[str, Any]:
+    return {"type": type(event).__name__, **attrs.asdict(event)}
+
+
+def session_event_from_dict(data: dict[str, Any]) -> SessionEvent:
+    fields = dict(data)
+    name = fields.pop("type", None)
+    cls = SESSION_EVENT_TYPES.get(str(name))
+    if cls is None:
+        raise InvalidTransition(f"unknown session event type {name!r}")
     names = {a.name for a in attrs.fields(cls)}
     return cls(**{k: v for k, v in fields.items() if k in names})

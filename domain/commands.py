@@ -1,4 +1,5 @@
-"""Commands: what someone asks of a connection. Imperative names; deciding may refuse them."""
+"""Commands: what someone asks of a connection or a worker session. Imperative names; deciding
+may refuse them. A connection's owner is a worker session (`session_id`)."""
 
 import attrs
 
@@ -20,21 +21,21 @@ class Stop:
 
 @attrs.frozen
 class Acquire:
-    """Take the lease for `lease_ms`, if the connection is wanted and nobody holds it."""
+    """Take the lease for a live worker session, if the connection is wanted and nobody holds
+    it (no owner, or an owner whose session is dead)."""
 
     connection_id: str
-    worker_id: str
-    lease_ms: int
+    session_id: str
 
 
 @attrs.frozen
-class Renew:
-    """Extend the current owner's lease and record the durably stored checkpoint with it."""
+class Checkpoint:
+    """Record the durably stored checkpoint while the lease is still the caller's. Written at a
+    low rate (a heartbeat no longer carries it): a new owner after a crash asks the sink."""
 
     connection_id: str
-    worker_id: str
+    session_id: str
     token: int
-    lease_ms: int
     checkpoint_seq: int
 
 
@@ -43,7 +44,7 @@ class Release:
     """Give the lease back (graceful shutdown, STOP honoured), recording the final checkpoint."""
 
     connection_id: str
-    worker_id: str
+    session_id: str
     token: int
     checkpoint_seq: int
 
@@ -53,7 +54,7 @@ class EndStream:
     """The upstream closed the stream normally: the connection is finished, not broken."""
 
     connection_id: str
-    worker_id: str
+    session_id: str
     token: int
     checkpoint_seq: int
 
@@ -63,11 +64,42 @@ class ReportUpstreamFailure:
     """The upstream kept failing: release and keep every worker away until `not_before_ms`."""
 
     connection_id: str
-    worker_id: str
+    session_id: str
     token: int
     checkpoint_seq: int
     not_before_ms: int
     reason: str
 
 
-Command = Start | Stop | Acquire | Renew | Release | EndStream | ReportUpstreamFailure
+Command = Start | Stop | Acquire | Checkpoint | Release | EndStream | ReportUpstreamFailure
+
+
+@attrs.frozen
+class OpenSession:
+    """A worker process joins the fleet under a new, never reused session id."""
+
+    session_id: str
+    lease_ms: int
+    capacity: int
+
+
+@attrs.frozen
+class RenewSession:
+    """The heartbeat: keep the session live for another `lease_ms` and report the load."""
+
+    session_id: str
+    lease_ms: int
+    held: int
+    capacity: int
+
+
+@attrs.frozen
+class EndSession:
+    """End the session now: its connections may be taken at once. Only for a worker that is
+    leaving or is known for certain to be gone; idempotent."""
+
+    session_id: str
+    reason: str
+
+
+SessionCommand = OpenSession | RenewSession | EndSession

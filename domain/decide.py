@@ -1,7 +1,10 @@
-"""decide(state, command, now_ms) -> events: the only place where a command is judged.
+"""decide(state, command, now_ms, sessions) -> events: the only place where a connection
+command is judged.
 
-Pure: the time is an argument, nothing is read or written. Every precondition here is the
-one each store must enforce atomically (a DynamoDB condition expression, an SQLite WHERE).
+Pure: the time and the worker sessions it may consult are arguments, nothing is read or
+written. Every precondition here is the one each store must enforce atomically (a DynamoDB
+transaction's conditions, one SQLite transaction). Only Acquire consults sessions: the
+connection's owner (is it dead?) and the acquirer (is it live?).
 """
 
 from collections.abc import Callable
@@ -9,10 +12,10 @@ from typing import Any
 
 from domain.commands import (
     Acquire,
+    Checkpoint,
     Command,
     EndStream,
     Release,
-    Renew,
     ReportUpstreamFailure,
     Start,
     Stop,
@@ -25,6 +28,7 @@ from domain.errors import (
     InvalidCommand,
     LeaseLost,
     LeaseUnavailable,
+    SessionNotLive,
 )
 from domain.events import (
     Checkpointed,
@@ -33,37 +37,48 @@ from domain.events import (
     Event,
     LeaseAcquired,
     LeaseReleased,
-    LeaseRenewed,
     LeaseTakenOver,
     StopRequested,
     StreamEnded,
     UpstreamFailed,
 )
-from domain.identifiers import validate_connection_id, validate_worker_id, validate_ws_url
-from domain.state import Connection, DesiredState, LeaseStatus
+from domain.identifiers import validate_connection_id, validate_session_id, validate_ws_url
+from domain.state import Connection, DesiredState, LeaseStatus, SessionLookup
+
+NO_SESSIONS: SessionLookup = {}
 
 
 class _Versions:
     """Hands out the next per-connection versions for the events of one decision."""
 
-    def __init__(self, state: Connection | None, connection_id: str, now_ms: int) -> None:
+    def __init__(
+        self, state: Connection | None, connection_id: str, now_ms: int, sessions: SessionLookup
+    ) -> None:
         self._version = state.version if state else 0
         self.common: dict[str, Any] = {"connection_id": connection_id, "at_ms": now_ms}
+        self.now_ms = now_ms
+        self.sessions = sessions
 
     def next(self) -> dict[str, Any]:
         self._version += 1
         return {**self.common, "version": self._version}
 
 
-def decide(state: Connection | None, command: Command, now_ms: int) -> list[Event]:
-    """Judge `command` against `state` at `now_ms`; return the events, or raise a DomainError."""
+def decide(
+    state: Connection | None,
+    command: Command,
+    now_ms: int,
+    sessions: SessionLookup = NO_SESSIONS,
+) -> list[Event]:
+    """Judge `command` against `state` at `now_ms`, with the worker `sessions` it names (a
+    missing session is a dead one); return the events, or raise a DomainError."""
     validate_connection_id(command.connection_id)
     if state is not None and state.connection_id != command.connection_id:
         raise InvalidCommand("command and state name different connections")
     handler = _HANDLERS.get(type(command))
     if handler is None:
         raise InvalidCommand(f"unknown command {type(command).__name__}")
-    return handler(state, command, _Versions(state, command.connection_id, now_ms))
+    return handler(state, command, _Versions(state, command.connection_id, now_ms, sessions))
 
 
 _Handler = Callable[[Connection | None, Any, _Versions], list[Event]]
@@ -109,73 +124,62 @@ def _stop(state: Connection | None, cmd: Stop, v: _Versions) -> list[Event]:
 
 @_handles(Acquire)
 def _acquire(state: Connection | None, cmd: Acquire, v: _Versions) -> list[Event]:
-    validate_worker_id(cmd.worker_id)
-    _positive("lease_ms", cmd.lease_ms)
+    validate_session_id(cmd.session_id)
     conn = _existing(state, cmd.connection_id)
-    now = v.common["at_ms"]
+    now, sessions = v.now_ms, v.sessions
+    acquirer = sessions.get(cmd.session_id)
+    if acquirer is None or not acquirer.is_live(now):
+        # A dead session must own nothing new: that is what lets its item be cleaned up once
+        # its last connection moved on, and a worker that froze past its session take nothing.
+        raise SessionNotLive(f"worker session {cmd.session_id!r} is not live")
     if conn.desired_state is DesiredState.STOPPED:
         raise ConnectionStopped(f"connection {cmd.connection_id!r} is stopped")
-    status = conn.lease_status(now)
+    status = conn.lease_status(now, sessions)
     if status is LeaseStatus.HELD:
         raise LeaseUnavailable(
-            f"connection {cmd.connection_id!r} is leased by {conn.owner!r} "
-            f"for another {conn.expires_at_ms - now} ms"
+            f"connection {cmd.connection_id!r} is leased by live session {conn.owner!r}"
         )
     if conn.not_before_ms >= now:
         raise LeaseUnavailable(
             f"connection {cmd.connection_id!r} is backing off after {conn.failures} upstream "
             f"failures for another {conn.not_before_ms - now} ms"
         )
-    grant = {"owner": cmd.worker_id, "token": conn.token + 1, "expires_at_ms": now + cmd.lease_ms}
+    token = conn.token + 1
     if status is LeaseStatus.EXPIRED:
         return [
             LeaseTakenOver(
                 **v.next(),
-                **grant,
+                owner=cmd.session_id,
+                token=token,
                 previous_owner=conn.owner,
                 previous_token=conn.token,
-                previous_expires_at_ms=conn.expires_at_ms,
             )
         ]
-    return [LeaseAcquired(**v.next(), **grant)]
+    return [LeaseAcquired(**v.next(), owner=cmd.session_id, token=token)]
 
 
-@_handles(Renew)
-def _renew(state: Connection | None, cmd: Renew, v: _Versions) -> list[Event]:
-    _positive("lease_ms", cmd.lease_ms)
-    conn = _existing(state, cmd.connection_id)
-    now = v.common["at_ms"]
-    if not conn.is_held_by(cmd.worker_id, cmd.token, now):
-        raise LeaseLost(_why_lost(conn, cmd.worker_id, cmd.token, now))
-    events: list[Event] = [
-        LeaseRenewed(
-            **v.next(),
-            owner=cmd.worker_id,
-            token=cmd.token,
-            # A renew never shortens a lease, even if asked for a shorter one.
-            expires_at_ms=max(conn.expires_at_ms, now + cmd.lease_ms),
-        )
-    ]
-    events += _checkpoint(conn, cmd.checkpoint_seq, v)
-    return events
+@_handles(Checkpoint)
+def _record_checkpoint(state: Connection | None, cmd: Checkpoint, v: _Versions) -> list[Event]:
+    conn = _owned(state, cmd.connection_id, cmd.session_id, cmd.token, v)
+    return _checkpoint(conn, cmd.checkpoint_seq, v)
 
 
 @_handles(Release)
 def _release(state: Connection | None, cmd: Release, v: _Versions) -> list[Event]:
-    conn = _owned(state, cmd.connection_id, cmd.worker_id, cmd.token, v)
+    conn = _owned(state, cmd.connection_id, cmd.session_id, cmd.token, v)
     return [
         *_checkpoint(conn, cmd.checkpoint_seq, v),
-        LeaseReleased(**v.next(), owner=cmd.worker_id, token=cmd.token),
+        LeaseReleased(**v.next(), owner=cmd.session_id, token=cmd.token),
     ]
 
 
 @_handles(EndStream)
 def _end_stream(state: Connection | None, cmd: EndStream, v: _Versions) -> list[Event]:
-    conn = _owned(state, cmd.connection_id, cmd.worker_id, cmd.token, v)
+    conn = _owned(state, cmd.connection_id, cmd.session_id, cmd.token, v)
     events = _checkpoint(conn, cmd.checkpoint_seq, v)
     if conn.desired_state is DesiredState.STARTED:
-        events.append(StreamEnded(**v.next(), owner=cmd.worker_id, token=cmd.token))
-    events.append(LeaseReleased(**v.next(), owner=cmd.worker_id, token=cmd.token))
+        events.append(StreamEnded(**v.next(), owner=cmd.session_id, token=cmd.token))
+    events.append(LeaseReleased(**v.next(), owner=cmd.session_id, token=cmd.token))
     return events
 
 
@@ -183,31 +187,32 @@ def _end_stream(state: Connection | None, cmd: EndStream, v: _Versions) -> list[
 def _upstream_failed(
     state: Connection | None, cmd: ReportUpstreamFailure, v: _Versions
 ) -> list[Event]:
-    conn = _owned(state, cmd.connection_id, cmd.worker_id, cmd.token, v)
+    conn = _owned(state, cmd.connection_id, cmd.session_id, cmd.token, v)
     events = _checkpoint(conn, cmd.checkpoint_seq, v)
     progressed = bool(events)  # progress during this lease means the upstream did work
     events.append(
         UpstreamFailed(
             **v.next(),
-            owner=cmd.worker_id,
+            owner=cmd.session_id,
             token=cmd.token,
             failures=1 if progressed else conn.failures + 1,
             not_before_ms=cmd.not_before_ms,
             reason=cmd.reason[:500],
         )
     )
-    events.append(LeaseReleased(**v.next(), owner=cmd.worker_id, token=cmd.token))
+    events.append(LeaseReleased(**v.next(), owner=cmd.session_id, token=cmd.token))
     return events
 
 
 def _owned(
-    state: Connection | None, connection_id: str, worker_id: str, token: int, v: _Versions
+    state: Connection | None, connection_id: str, session_id: str, token: int, v: _Versions
 ) -> Connection:
-    """Release-like commands need owner and token to match; an expired lease that nobody took
-    over may still be released by its owner (it frees the connection sooner)."""
+    """Release-like commands and checkpoints need owner and token to match; a lease whose
+    session died but that nobody took over may still be released by its owner (it frees the
+    connection sooner) and checkpointed (what it stored is stored)."""
     conn = _existing(state, connection_id)
-    if conn.owner != worker_id or conn.token != token:
-        raise LeaseLost(_why_lost(conn, worker_id, token, v.common["at_ms"]))
+    if conn.owner != session_id or conn.token != token:
+        raise LeaseLost(_why_lost(conn, session_id, token))
     return conn
 
 
@@ -221,17 +226,15 @@ def _checkpoint(conn: Connection, seq: int, v: _Versions) -> list[Event]:
     return [Checkpointed(**v.next(), seq=seq)]
 
 
-def _why_lost(conn: Connection, worker_id: str, token: int, now_ms: int) -> str:
-    if conn.token != token and conn.owner not in ("", worker_id):
+def _why_lost(conn: Connection, session_id: str, token: int) -> str:
+    if conn.token != token and conn.owner not in ("", session_id):
         return (
             f"lease on {conn.connection_id!r} was taken over by {conn.owner!r} "
             f"(token {conn.token}, yours {token})"
         )
-    if conn.owner != worker_id or conn.token != token:
-        return f"{worker_id!r} no longer holds token {token} on {conn.connection_id!r}"
-    return f"lease on {conn.connection_id!r} expired {now_ms - conn.expires_at_ms} ms ago"
+    return f"{session_id!r} no longer holds token {token} on {conn.connection_id!r}"
 
 
-def _positive(name: str, value: int) -> None:
+def positive(name: str, value: int) -> None:
     if value <= 0:
         raise InvalidCommand(f"{name} must be positive, got {value}")

@@ -7,6 +7,7 @@ DomainError
 ├── ConnectionStopped       acquire of a connection whose desired state is STOPPED
 ├── LeaseUnavailable        acquire while another lease is live, or during upstream back-off
 ├── LeaseLost               renew/release/end by a worker that is not the current owner or token
+├── SessionNotLive          acquire or renew for a worker session that expired, ended or never was
 ├── CheckpointRegressed     a checkpoint lower than the one already recorded
 └── InvalidTransition       an event that cannot follow the state it is applied to
 """
@@ -37,6 +38,10 @@ class LeaseUnavailable(DomainError):
 
 
 class LeaseLost(DomainError):
+    pass
+
+
+class SessionNotLive(DomainError):
     pass
 
 

@@ -1,6 +1,7 @@
-"""Events: what happened to a connection. Past tense, immutable, versioned per connection.
+"""Events: what happened to a connection or a worker session. Past tense, immutable, versioned
+per aggregate.
 
-`version` is the connection's version after the event; `at_ms` is the decision's `now`.
+`version` is the aggregate's version after the event; `at_ms` is the decision's `now`.
 """
 
 import attrs
@@ -32,30 +33,21 @@ class StopRequested(Event):
 
 @attrs.frozen(kw_only=True)
 class LeaseAcquired(Event):
-    """A lease granted on a connection that was never leased or was released cleanly."""
+    """A lease granted on a connection that was never leased or was released cleanly.
+    `owner` is the acquiring worker session."""
 
     owner: str
     token: int
-    expires_at_ms: int
 
 
 @attrs.frozen(kw_only=True)
 class LeaseTakenOver(Event):
-    """A lease granted because the previous owner's lease expired without a release."""
+    """A lease granted because the previous owner's session died without a release."""
 
     owner: str
     token: int
-    expires_at_ms: int
     previous_owner: str
     previous_token: int
-    previous_expires_at_ms: int
-
-
-@attrs.frozen(kw_only=True)
-class LeaseRenewed(Event):
-    owner: str
-    token: int
-    expires_at_ms: int
 
 
 @attrs.frozen(kw_only=True)
@@ -105,3 +97,37 @@ OWNERSHIP_EVENTS: tuple[type[Event], ...] = (
 
 def is_ownership_event(event: Event) -> bool:
     return isinstance(event, OWNERSHIP_EVENTS)
+
+
+@attrs.frozen(kw_only=True)
+class SessionEvent:
+    session_id: str
+    version: int
+    at_ms: int
+
+
+@attrs.frozen(kw_only=True)
+class SessionOpened(SessionEvent):
+    expires_at_ms: int
+    capacity: int
+
+
+@attrs.frozen(kw_only=True)
+class SessionRenewed(SessionEvent):
+    """The heartbeat: the session lives on, with its worker's current load."""
+
+    expires_at_ms: int
+    held: int
+    capacity: int
+
+
+@attrs.frozen(kw_only=True)
+class SessionEnded(SessionEvent):
+    """Ended on purpose: by its worker on a clean exit, or by whoever knows for certain that the
+    worker is gone (a supervisor that reaped it, ECS reporting its task STOPPED)."""
+
+    reason: str
+
+
+# Session events that stores log (the renewals only move the current state, as checkpoints do).
+SESSION_LOG_EVENTS: tuple[type[SessionEvent], ...] = (SessionOpened, SessionEnded)

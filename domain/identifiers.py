@@ -41,7 +41,8 @@ def validate_ws_url(ws_url: str) -> str:
     return ws_url
 
 
-def validate_worker_id(worker_id: str) -> str:
-    if not worker_id or len(worker_id) > 256:
-        raise InvalidCommand("worker id must be 1-256 characters")
-    return worker_id
+def validate_session_id(session_id: str) -> str:
+    # Printable and non-empty: it is a key in every store (a DynamoDB index key cannot be empty).
+    if not 1 <= len(session_id) <= 256 or not session_id.isprintable():
+        raise InvalidCommand("a worker session id must be 1-256 printable characters")
+    return session_id

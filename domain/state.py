@@ -1,9 +1,13 @@
-"""The Connection aggregate's state: what a connection should be doing and who holds its lease.
+"""The two aggregates' states: a Connection (what it should be doing, which worker session owns
+it) and a WorkerSession (one worker process's liveness, renewed on its heartbeat).
 
-State is never edited in place: it is the fold of the connection's events (see `evolve`).
+State is never edited in place: it is the fold of its events (see `evolve`). A connection's
+lease has no expiry of its own: it is held while its owner's session is live (issue 12), so a
+heartbeat is one write per worker, not one per connection.
 """
 
 import enum
+from collections.abc import Mapping
 
 import attrs
 
@@ -26,6 +30,47 @@ class LeaseStatus(enum.Enum):
     EXPIRED = "EXPIRED"
 
 
+class SessionStatus(enum.Enum):
+    """Where a worker session stands at a given instant; derived, never stored."""
+
+    LIVE = "LIVE"
+    EXPIRED = "EXPIRED"  # not renewed in time: it can never be renewed again
+    ENDED = "ENDED"  # ended on purpose (graceful exit, or a death that is known for certain)
+
+
+@attrs.frozen
+class WorkerSession:
+    """One worker process's membership of the fleet. Renewed on the heartbeat; once expired or
+    ended it is dead for good (a worker that comes back opens a new session with a new id), so
+    a takeover that saw it dead can never be undone by a late renew.
+
+    `held` and `capacity` are the load its worker reported with its last renew."""
+
+    session_id: str
+    version: int
+    expires_at_ms: int
+    held: int = 0
+    capacity: int = 0
+    ended_reason: str | None = None
+    opened_at_ms: int = 0
+    updated_at_ms: int = 0
+
+    def status(self, now_ms: int) -> SessionStatus:
+        if self.ended_reason is not None:
+            return SessionStatus.ENDED
+        if self.expires_at_ms < now_ms:
+            return SessionStatus.EXPIRED
+        return SessionStatus.LIVE
+
+    def is_live(self, now_ms: int) -> bool:
+        return self.status(now_ms) is SessionStatus.LIVE
+
+
+# The sessions a decision may consult, by id. A missing session is a dead one: its item was
+# never written or was cleaned up after it died.
+SessionLookup = Mapping[str, WorkerSession]
+
+
 class StopReason(enum.Enum):
     REQUESTED = "REQUESTED"  # a STOP command
     STREAM_ENDED = "STREAM_ENDED"  # the upstream closed the stream normally
@@ -35,8 +80,10 @@ class StopReason(enum.Enum):
 class Connection:
     """One upstream stream that should (or should no longer) be held open by exactly one worker.
 
-    `token` is the fencing token of the latest lease ever granted: it rises by one with every
-    acquire and is never reused, so a write tagged with an older token is provably stale.
+    `owner` is the worker session holding the lease (NO_OWNER when none); the lease is held
+    while that session is live. `token` is the fencing token of the latest lease ever granted:
+    it rises by one with every change of owner and is never reused, so a write tagged with an
+    older token is provably stale.
     `checkpoint_seq` is the highest upstream sequence number durably stored; a new owner
     resumes from `checkpoint_seq + 1`. `failures` and `not_before_ms` keep a connection whose
     upstream keeps failing from being passed around the fleet in a hot loop.
@@ -48,46 +95,42 @@ class Connection:
     ws_url: str
     owner: str = NO_OWNER
     token: int = 0
-    expires_at_ms: int = 0
     checkpoint_seq: int = 0
     failures: int = 0
     not_before_ms: int = 0
     stop_reason: StopReason | None = None
     updated_at_ms: int = 0
 
-    def lease_status(self, now_ms: int) -> LeaseStatus:
-        if self.token == 0:
-            return LeaseStatus.NEVER_LEASED
+    def lease_status(self, now_ms: int, sessions: SessionLookup) -> LeaseStatus:
+        """The one rule for whether a lease is held: it has an owner whose session is live."""
         if self.owner == NO_OWNER:
-            return LeaseStatus.RELEASED
-        if self.expires_at_ms < now_ms:
+            return LeaseStatus.NEVER_LEASED if self.token == 0 else LeaseStatus.RELEASED
+        session = sessions.get(self.owner)
+        if session is None or not session.is_live(now_ms):
             return LeaseStatus.EXPIRED
         return LeaseStatus.HELD
 
-    def is_held_by(self, worker_id: str, token: int, now_ms: int) -> bool:
+    def is_held_by(self, session_id: str, token: int, now_ms: int, sessions: SessionLookup) -> bool:
         return (
-            self.owner == worker_id
+            self.owner == session_id
             and self.token == token
-            and self.lease_status(now_ms) is LeaseStatus.HELD
+            and self.lease_status(now_ms, sessions) is LeaseStatus.HELD
+        )
+
+    def is_orphan(self, now_ms: int, sessions: SessionLookup) -> bool:
+        """Wanted, yet nobody holds it and nothing forbids taking it."""
+        return (
+            self.desired_state is DesiredState.STARTED
+            and self.not_before_ms < now_ms
+            and self.lease_status(now_ms, sessions) is not LeaseStatus.HELD
         )
 
     @property
-    def available_at_ms(self) -> int:
-        """The first instant after which the connection may be acquired (if STARTED).
-
-        A held lease blocks until it expires; a back-off blocks until `not_before_ms`. Stores
-        index this single number so "orphans" is one range query: `available_at_ms < now`.
-        """
-        return max(self.expires_at_ms, self.not_before_ms)
-
-    def is_orphan(self, now_ms: int) -> bool:
-        """Wanted, yet nobody holds it and nothing forbids taking it."""
-        return self.desired_state is DesiredState.STARTED and self.available_at_ms < now_ms
-
-    def lease_remaining_ms(self, now_ms: int) -> int:
-        if self.lease_status(now_ms) is not LeaseStatus.HELD:
-            return 0
-        return self.expires_at_ms - now_ms
+    def stop_pending(self) -> bool:
+        """STOPPED while still owned: its owner must close the stream and release. Stores index
+        exactly these (by owner), so a worker learns of its STOPs at a cost that does not grow
+        with the connections it holds."""
+        return self.desired_state is DesiredState.STOPPED and self.owner != NO_OWNER
 
     @property
     def resume_from_seq(self) -> int:

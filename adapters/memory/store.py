@@ -1,141 +1,131 @@
-"""InMemoryConnectionStore: the reference store. It applies domain.decide/evolve atomically,
-so it has the domain's semantics by construction; other stores are contract-tested against it."""
+"""InMemoryConnectionStore: the reference store. It applies the domain's decide/evolve under
+one lock, so it has the domain's semantics by construction; other stores are contract-tested
+against it."""
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 
-from application.ports.store import CommandResult, RenewResult
+from application.ports.store import CommandResult, ConnectionStore, SessionResult
 from domain import (
+    NO_OWNER,
+    SESSION_LOG_EVENTS,
     Acquire,
     Command,
     Connection,
     DesiredState,
-    DomainError,
-    EndStream,
     Event,
-    Release,
-    Renew,
-    ReportUpstreamFailure,
-    Start,
-    Stop,
+    SessionCommand,
+    SessionEvent,
+    WorkerSession,
     decide,
+    decide_session,
     fold,
+    fold_session,
     is_ownership_event,
 )
 
 
-class InMemoryConnectionStore:
+class InMemoryConnectionStore(ConnectionStore):
     def __init__(self) -> None:
         self._states: dict[str, Connection] = {}
+        self._sessions: dict[str, WorkerSession] = {}
         self._log: dict[str, list[Event]] = {}
+        self._session_log: dict[str, list[SessionEvent]] = {}
         self._lock = asyncio.Lock()
         self.operations: dict[str, int] = {}  # operation name -> count, for tests and benches
 
-    async def _apply(self, command: Command, now_ms: int, op: str) -> tuple[Connection, bool]:
+    async def execute(self, command: Command, now_ms: int) -> CommandResult:
         async with self._lock:
-            self.operations[op] = self.operations.get(op, 0) + 1
+            self._count(type(command).__name__)
             state = self._states.get(command.connection_id)
-            events = decide(state, command, now_ms)
+            sessions = self._sessions if isinstance(command, Acquire) else {}
+            events = decide(state, command, now_ms, sessions)
             if not events:
-                assert state is not None
-                return state, False
+                if state is None:  # decide never returns no events for an unknown connection
+                    raise AssertionError("no events for an unknown connection")
+                return CommandResult(state, False)
             new_state = fold(events, state)
             assert new_state is not None
             self._states[command.connection_id] = new_state
             self._log.setdefault(command.connection_id, []).extend(
                 e for e in events if is_ownership_event(e)
             )
-            return new_state, True
+            return CommandResult(new_state, True)
 
-    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> CommandResult:
-        conn, changed = await self._apply(Start(connection_id, ws_url), now_ms, "start")
-        return CommandResult(conn, changed)
-
-    async def stop(self, connection_id: str, now_ms: int) -> CommandResult:
-        conn, changed = await self._apply(Stop(connection_id), now_ms, "stop")
-        return CommandResult(conn, changed)
+    async def execute_session(self, command: SessionCommand, now_ms: int) -> SessionResult:
+        async with self._lock:
+            self._count(type(command).__name__)
+            state = self._sessions.get(command.session_id)
+            events = decide_session(state, command, now_ms)
+            if not events:
+                assert state is not None
+                return SessionResult(state, False)
+            new_state = fold_session(events, state)
+            assert new_state is not None
+            self._sessions[command.session_id] = new_state
+            self._session_log.setdefault(command.session_id, []).extend(
+                e for e in events if isinstance(e, SESSION_LOG_EVENTS)
+            )
+            return SessionResult(new_state, True)
 
     async def get(self, connection_id: str) -> Connection | None:
         self._count("get")
         return self._states.get(connection_id)
 
-    async def try_acquire(
-        self, connection_id: str, worker_id: str, lease_ms: int, now_ms: int
-    ) -> Connection | None:
-        try:
-            cmd = Acquire(connection_id, worker_id, lease_ms)
-            return (await self._apply(cmd, now_ms, "try_acquire"))[0]
-        except DomainError:
-            return None
+    async def get_session(self, session_id: str) -> WorkerSession | None:
+        self._count("get_session")
+        return self._sessions.get(session_id)
 
-    async def renew(
-        self,
-        connection_id: str,
-        worker_id: str,
-        token: int,
-        lease_ms: int,
-        checkpoint_seq: int,
-        now_ms: int,
-    ) -> RenewResult:
-        cmd = Renew(connection_id, worker_id, token, lease_ms, checkpoint_seq)
-        try:
-            return RenewResult(True, (await self._apply(cmd, now_ms, "renew"))[0])
-        except DomainError:
-            return RenewResult(False, self._states.get(connection_id))
-
-    async def release(
-        self, connection_id: str, worker_id: str, token: int, checkpoint_seq: int, now_ms: int
-    ) -> Connection:
-        cmd = Release(connection_id, worker_id, token, checkpoint_seq)
-        return (await self._apply(cmd, now_ms, "release"))[0]
-
-    async def end_stream(
-        self, connection_id: str, worker_id: str, token: int, checkpoint_seq: int, now_ms: int
-    ) -> Connection:
-        cmd = EndStream(connection_id, worker_id, token, checkpoint_seq)
-        return (await self._apply(cmd, now_ms, "end_stream"))[0]
-
-    async def report_upstream_failure(
-        self,
-        connection_id: str,
-        worker_id: str,
-        token: int,
-        checkpoint_seq: int,
-        not_before_ms: int,
-        reason: str,
-        now_ms: int,
-    ) -> Connection:
-        cmd = ReportUpstreamFailure(
-            connection_id, worker_id, token, checkpoint_seq, not_before_ms, reason
-        )
-        return (await self._apply(cmd, now_ms, "report_upstream_failure"))[0]
+    async def list_sessions(self) -> Sequence[WorkerSession]:
+        self._count("list_sessions")
+        return [self._sessions[k] for k in sorted(self._sessions)]
 
     async def iter_orphans(
         self, now_ms: int, page_size: int
     ) -> AsyncIterator[Sequence[Connection]]:
         self._count("iter_orphans")
-        orphans = [c for c in self._states.values() if c.is_orphan(now_ms)]
+        orphans = [c for c in self._states.values() if c.is_orphan(now_ms, self._sessions)]
         for i in range(0, len(orphans), page_size):
             yield orphans[i : i + page_size]
 
     async def next_available_at(self, now_ms: int) -> int | None:
         self._count("next_available_at")
         times = [
-            c.available_at_ms
+            c.not_before_ms
             for c in self._states.values()
-            if c.desired_state is DesiredState.STARTED and c.available_at_ms >= now_ms
+            if c.desired_state is DesiredState.STARTED
+            and c.owner == NO_OWNER
+            and c.not_before_ms >= now_ms
         ]
+        times += [s.expires_at_ms for s in self._sessions.values() if s.is_live(now_ms)]
         return min(times, default=None)
 
-    async def desired_states(self, connection_ids: Sequence[str]) -> Mapping[str, DesiredState]:
-        self._count("desired_states")
-        return {
-            cid: self._states[cid].desired_state for cid in connection_ids if cid in self._states
-        }
+    async def stop_requested(self, session_id: str) -> Sequence[str]:
+        self._count("stop_requested")
+        return sorted(
+            c.connection_id
+            for c in self._states.values()
+            if c.stop_pending and c.owner == session_id
+        )
+
+    async def forget_session(self, session_id: str, now_ms: int) -> bool:
+        async with self._lock:
+            self._count("forget_session")
+            session = self._sessions.get(session_id)
+            if session is None or session.is_live(now_ms):
+                return False
+            if any(c.owner == session_id for c in self._states.values()):
+                return False
+            del self._sessions[session_id]
+            return True
 
     async def history(self, connection_id: str) -> Sequence[Event]:
         self._count("history")
         return list(self._log.get(connection_id, []))
+
+    async def session_history(self, session_id: str) -> Sequence[SessionEvent]:
+        self._count("session_history")
+        return list(self._session_log.get(session_id, []))
 
     async def list_connections(self, limit: int = 1000) -> Sequence[Connection]:
         return [self._states[k] for k in sorted(self._states)[:limit]]

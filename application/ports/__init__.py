@@ -4,7 +4,7 @@ from application.ports.clock import Clock
 from application.ports.metrics import Metrics
 from application.ports.queue import Delivery, NotificationQueue
 from application.ports.sink import MessageSink, StoredMessage
-from application.ports.store import CommandResult, ConnectionStore, RenewResult
+from application.ports.store import CommandResult, ConnectionStore, SessionResult
 from application.ports.upstream import UpstreamConnector, UpstreamMessage, UpstreamStream
 
 __all__ = [
@@ -15,7 +15,7 @@ __all__ = [
     "MessageSink",
     "Metrics",
     "NotificationQueue",
-    "RenewResult",
+    "SessionResult",
     "StoredMessage",
     "UpstreamConnector",
     "UpstreamMessage",
