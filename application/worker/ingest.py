@@ -29,7 +29,7 @@ from application.ports.metrics import INGEST_LAG_MS, MESSAGES_INGESTED, SEQ_CONF
 from application.ports.sink import StoredMessage
 from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
-from application.worker.lease_keeper import LeaseKeeper
+from application.worker.lease import Lease
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class IngestBuffer:
     def __init__(
         self,
         writer: "IngestWriter",
-        lease: LeaseKeeper,
+        lease: Lease,
         checkpoint_seq: int,
         capacity: int,
         capacity_bytes: int,
@@ -144,7 +144,7 @@ class IngestWriter:
         self.stored = 0
 
     def buffer(
-        self, lease: LeaseKeeper, checkpoint_seq: int, on_failure: Callable[[str], None]
+        self, lease: Lease, checkpoint_seq: int, on_failure: Callable[[str], None]
     ) -> IngestBuffer:
         config = self._ctx.config
         return IngestBuffer(
