@@ -86,12 +86,13 @@ class IngestBuffer:
             self._room = asyncio.get_running_loop().create_future()
             await self._room
         self._check()
+        prev_seq = self.next_seq - 1  # the last seq accepted (or resumed from): the prev link
         self.next_seq = seq + 1
         self.pending += 1
         self.pending_bytes += size
         self._sizes.append(size)
         self._submitted += 1
-        self._writer.submit(self, self._submitted - 1, seq, data)
+        self._writer.submit(self, self._submitted - 1, seq, prev_seq, data)
 
     def _check(self) -> None:
         if self.failure is not None:
@@ -156,7 +157,7 @@ class IngestWriter:
             on_failure,
         )
 
-    def submit(self, buffer: IngestBuffer, ticket: int, seq: int, data: str) -> None:
+    def submit(self, buffer: IngestBuffer, ticket: int, seq: int, prev_seq: int, data: str) -> None:
         lease = buffer.lease
         message = StoredMessage(
             connection_id=lease.connection_id,
@@ -165,6 +166,7 @@ class IngestWriter:
             received_at_ms=self._ctx.clock.now_ms(),
             worker_id=self._ctx.worker_id,
             token=lease.token,
+            prev_seq=prev_seq,
         )
         self._queue.append((buffer, ticket, message))
         self._wake.set()

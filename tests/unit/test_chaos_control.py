@@ -127,7 +127,7 @@ async def test_the_file_steers_the_sink_outage_latency_and_one_shot_failures(
     sink = FaultInjectingSink(inner, clock)
     path = tmp_path / "chaos.json"
     control = ChaosControl(path, store, clock, sink=sink)
-    batch = [StoredMessage("c1", seq, f"m{seq}", 1_000, "w1", 1) for seq in (1, 2, 3)]
+    batch = [StoredMessage("c1", seq, f"m{seq}", 1_000, "w1", 1, seq - 1) for seq in (1, 2, 3)]
 
     write(path, {"revision": 1, "sink_outage": True, "sink_latency_s": 0.5})
     await control.poll()
