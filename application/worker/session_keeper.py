@@ -29,6 +29,17 @@ from domain import InvalidCommand
 
 log = logging.getLogger(__name__)
 
+SESSION_SEPARATOR = "#"
+
+
+def session_id_of(worker_id: str, incarnation: int) -> str:
+    """A worker's n-th session: the worker id stays readable in `wsfleet status`."""
+    return f"{worker_id}{SESSION_SEPARATOR}{incarnation}"
+
+
+def worker_of(session_id: str) -> str:
+    return session_id.rsplit(SESSION_SEPARATOR, 1)[0]
+
 
 class SessionKeeper:
     def __init__(self, ctx: WorkerContext, load: Callable[[], int]) -> None:
@@ -70,7 +81,7 @@ class SessionKeeper:
         ctx = self._ctx
         attempt = 0
         while True:
-            session_id = f"{ctx.worker_id}#{next(self._incarnations)}"
+            session_id = session_id_of(ctx.worker_id, next(self._incarnations))
             started = ctx.clock.monotonic()
             try:
                 await ctx.store.open_session(

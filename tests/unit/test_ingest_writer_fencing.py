@@ -23,7 +23,7 @@ from tests.support.fleet import NoDns
 
 @attrs.define
 class Lease:
-    """The part of a LeaseKeeper the writer reads, trusted until told otherwise."""
+    """The part of a Lease the writer reads, trusted until told otherwise."""
 
     connection_id: str
     token: int
