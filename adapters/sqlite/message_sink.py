@@ -12,8 +12,8 @@ traffic, and SQLite has one writer per file, so lease renewals never queue behin
 the worker record its checkpoint.
 
 `resume_point` is one query on the primary key, (connection_id, seq) > checkpoint in seq order,
-reading seq and prev_seq only (stored before the data, so a row's data is never read), consumed
-row by row on the database thread and abandoned at the first hole.
+reading seq and prev_seq only (stored before the data: a large message's overflow pages are
+never read), consumed row by row on the database thread and abandoned at the first hole.
 
 Besides the port's methods, reads for operators and judges (the demo, tests): `read`, `seqs`,
 `rewrites`.
