@@ -79,6 +79,10 @@ class SessionKeeper:
         """Open a new session, retrying while the store is unreachable (nothing can be taken
         without one). Each incarnation has a new id: a dead session id is never reused."""
         ctx = self._ctx
+        if self.session_id:
+            # The fenced session's connections are closed here already: end it, so that any
+            # it still owns are orphans now rather than when it expires. Best effort.
+            await self.end("fenced")
         attempt = 0
         while True:
             session_id = session_id_of(ctx.worker_id, next(self._incarnations))

@@ -39,6 +39,10 @@ class Sessions:
 
     @property
     def free(self) -> int:
+        """Room to take more. None without a trusted session: a hint received then would be
+        deleted untaken, leaving its connection to someone's next scan."""
+        if not self._keeper.trusts(self._keeper.session_id):
+            return 0
         return self._ctx.config.max_connections - len(self._running) - len(self._acquiring)
 
     async def take_each(self, candidates: Sequence[tuple[str, bool]]) -> list[str]:
