@@ -39,6 +39,7 @@ from domain import (
     Command,
     Connection,
     Event,
+    OpenSession,
     SessionCommand,
     SessionEvent,
     WorkerSession,
@@ -109,6 +110,7 @@ _NEXT_BACKOFF_END = (
 _NEXT_SESSION_EXPIRY = (
     f"SELECT MIN(expires_at_ms) FROM {SESSIONS} WHERE ended_reason IS NULL AND expires_at_ms >= ?"
 )
+_OPENED = f"SELECT body FROM {SESSION_EVENTS} WHERE session_id = ? AND version = 1"
 _STOPS = (
     f"SELECT connection_id FROM {CONNECTIONS} "
     "WHERE desired_state = 'STOPPED' AND owner != '' AND owner = ? ORDER BY connection_id"
@@ -324,6 +326,11 @@ def _execute(c: sqlite3.Connection, command: Command, now_ms: int) -> CommandRes
 
 def _execute_session(c: sqlite3.Connection, command: SessionCommand, now_ms: int) -> SessionResult:
     state = _select_session(c, command.session_id)
+    if state is None and isinstance(command, OpenSession):
+        # A forgotten session's row is gone but its log is not: an id is never opened twice
+        # (the port's promise), so the domain judges the open against its SessionOpened.
+        opened = c.execute(_OPENED, (command.session_id,)).fetchall()
+        state = fold_session(session_event_from_row(r) for r in opened)
     events = decide_session(state, command, now_ms)
     if not events:
         assert state is not None  # an EndSession of an ended session; unknown ones raise
