@@ -137,7 +137,7 @@ async def test_every_store_query_is_served_by_its_index(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     async with SqliteConnectionStore.open(path):
         pass
-    queries = {
+    queries: dict[str, tuple[tuple[object, ...] | dict[str, object], str]] = {
         sqlite_store._UNOWNED_PAGE: ((NOW, 0, "", 10), "connections_unowned"),
         sqlite_store._DEAD_OWNERS: ({"now": NOW}, "connections_by_owner"),
         sqlite_store._OWNED_PAGE: (("s", "", NOW, 10), "connections_by_owner"),
