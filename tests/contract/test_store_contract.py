@@ -765,7 +765,8 @@ async def test_orphans_are_wanted_unheld_and_not_backing_off(store: ConnectionSt
         "released",
         "backing-off",
     }
-    assert "held" in await orphan_ids(store, T + LEASE + 1)  # once "live" has expired
+    assert "held" not in await orphan_ids(store, T + LEASE)  # "live" lives to its expiry
+    assert "held" in await orphan_ids(store, T + LEASE + 1)  # and is dead one ms after
 
 
 async def test_next_available_at_is_the_earliest_backoff_end_or_live_session_expiry(
@@ -784,6 +785,7 @@ async def test_next_available_at_is_the_earliest_backoff_end_or_live_session_exp
     assert await store.next_available_at(T + 2) == T + 5
     assert await store.next_available_at(T + 5) == T + 5  # inclusive
     assert await store.next_available_at(T + 6) == T + LEASE
+    assert await store.next_available_at(T + LEASE) == T + LEASE  # live to its expiry
     assert await store.next_available_at(T + LEASE + 1) == T + 10 + 3 * LEASE
     assert await store.next_available_at(T + 10 + 3 * LEASE + 1) is None
 
