@@ -198,7 +198,7 @@ class DynamoDbConnectionStore(ConnectionStore):
         validate_connection_id(command.connection_id)  # before it becomes a key
         if isinstance(command, Checkpoint):
             return await self._checkpoint(command, now_ms)
-        snapshot = await self._read_for(command, op, None)
+        snapshot = await self._read_for(command, op, _UNKNOWN)
         write_id = uuid.uuid4().hex
         for attempt in range(self._max_attempts):
             state = snapshot.state
