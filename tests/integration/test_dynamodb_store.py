@@ -220,6 +220,28 @@ async def test_a_takeover_checks_the_dead_owner_and_is_logged(client: Any) -> No
     assert (taken.previous_owner, taken.previous_token) == ("s1", old.token)
 
 
+async def test_an_acquire_whose_session_ended_before_its_transaction_is_refused(
+    faulty: FaultyClient,
+) -> None:
+    """GIVEN an acquirer that read its session live and decided to acquire WHEN its session ends
+    (a supervisor reaped it) before the transaction runs THEN the transaction's check on the
+    acquirer's session refuses it: a dead session never owns anything new."""
+    store = new_store(faulty)
+    await store.start("c1", URL, T)
+    await store.open_session("s1", LEASE, 10, T)
+
+    async def ended_in_between(call: Any, kwargs: dict[str, Any]) -> Any:
+        assert await store.end_session("s1", "reaped", T + 1)
+        return await call(**kwargs)
+
+    faulty.plan("transact_write_items", ended_in_between)
+
+    assert await store.try_acquire("c1", "s1", T + 1) is None
+    stored = await store.get("c1")
+    assert stored is not None
+    assert (stored.owner, stored.token) == ("", 0)
+
+
 async def test_a_repeated_start_is_a_read_only(client: Any) -> None:
     store = new_store(client)
     await store.start("c1", URL, T)
