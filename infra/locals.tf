@@ -22,7 +22,7 @@ locals {
   owner_index_partition_key = "owned_by"
   stop_index_name           = "stops-by-owner"
   stop_index_partition_key  = "stop_owner"
-  ttl_attribute              = "expires_at"
+  ttl_attribute             = "expires_at"
 
   # The hint queue (adapters/sqs/schema.py). The worker sends its visibility timeout
   # (WSFLEET_HINT_VISIBILITY_TIMEOUT_S, set to the same value) with every receive; the queue's
