@@ -18,9 +18,10 @@ from bench.fleet_scenario import run_fleet
 from bench.ingest import run_ingest
 from bench.limits import raise_open_files
 from bench.report import table
+from bench.store_cost import run_store_cost
 from bench.upstream import SimulatorProcess
 
-SUITES = ("fleet", "cost", "capacity", "tls", "tls-throughput", "floor", "ingest")
+SUITES = ("fleet", "store-cost", "cost", "capacity", "tls", "tls-throughput", "floor", "ingest")
 log = logging.getLogger("bench")
 
 
@@ -122,6 +123,8 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
             results["fleet"] = await fleet(args, log_dir)
         elif suite == "cost":
             results["cost"] = await run_cost(log_dir, window_s=args.cost_window)
+        elif suite == "store-cost":
+            results["store_cost"] = await run_store_cost(log_dir, args.store_cost_counts)
         elif suite == "capacity":
             results.setdefault("capacity", []).extend(await capacity(args, log_dir, tls=False))
         elif suite == "tls":
@@ -187,11 +190,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--throughput-connections", type=int, default=1000, help="tls-throughput")
     p.add_argument("--window", type=float, default=20.0, help="seconds measured per step")
     p.add_argument("--cost-window", type=float, default=120.0)
+    p.add_argument(
+        "--store-cost-counts",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[10, 100, 10_000],
+        help="connections owned by the worker's session in the store-cost steady state",
+    )
     p.add_argument("--out", default=str(Path(__file__).parent / "out"))
     p.add_argument("--quick", action="store_true", help="a smoke run: tiny and fast")
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.connections, args.steps, args.window = 1, 6, [20], 2.0
+        args.store_cost_counts = [10]
     args.fleet = {"connections": args.connections, "rounds": args.rounds}
     return args
 

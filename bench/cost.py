@@ -1,4 +1,6 @@
-"""Store operations and DynamoDB units per connection-hour, counted at the adapter boundary.
+"""Store operations and DynamoDB units per connection-hour of a running fleet, counted at the
+adapter boundary (bench/units.py); the store's own per-operation and steady-state costs are
+bench/store_cost.py's.
 
 Three Workers run in this process on the AWS adapters (DynamoDB and SQS on a moto server
 process), each with its own store whose client is wrapped by `MeteringClient`; the simulator
@@ -36,7 +38,7 @@ from bench.units import Meter, MeteringClient
 from bench.upstream import SimulatorProcess
 
 SCALE = 0.25
-DOCS_WRU, DOCS_RRU = 2160, 218  # docs/deploy.md, per connection-hour at the defaults
+DOCS_WRU, DOCS_RRU = 0, 0  # docs/deploy.md, per connection-hour in steady state (sessions)
 
 
 class CountingClient:
@@ -63,7 +65,8 @@ class MeteredFleet:
     """Workers on metered adapters; the counters are zeroed with `reset` and read with `take`."""
 
     def __init__(self, backend: AwsBackend, sqs: Any, workers: int) -> None:
-        self.store_meter, self.sink_meter, self.sqs_calls = Meter(), Meter(), Counter[str]()
+        self.store_meter, self.sink_meter = Meter(backend.tables), Meter(backend.tables)
+        self.sqs_calls = Counter[str]()
         self.stores: list[DynamoDbConnectionStore] = []
         self.sinks: list[DynamoDbMessageSink] = []
         self.members: list[tuple[Worker, asyncio.Task[None]]] = []

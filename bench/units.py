@@ -1,20 +1,26 @@
 """DynamoDB capacity units, computed from the requests and items that pass through a client
-wrapper, by the documented rules (moto's own ConsumedCapacity is a constant per call — 1.0,
-0.5, or 2.0 per transaction item — whatever the item size or indexes, so it cannot be used):
+wrapper, by the documented rules (moto's and DynamoDB Local's ConsumedCapacity are constants
+per call, whatever the item size or indexes, so they cannot be used):
 
 - item size: attribute names plus values (strings: UTF-8 bytes; numbers: about one byte per
   two significant digits, plus one); reads round up to 4 KB, writes to 1 KB;
-- GetItem: 1 RCU per 4 KB strongly consistent (0.5 eventually); a missing item still costs 1;
-- Query: the returned items' total size rounded up to 4 KB, x 0.5 if eventually consistent (a
-  GSI always is); an empty result is charged as one read (0.5 RCU) — assumption;
-- BatchGetItem: each item on its own, rounded up to 4 KB, x 0.5 (eventually consistent);
-- UpdateItem / Put in BatchWriteItem: 1 WCU per KB of the larger of the old and new item; a
-  refused conditional write still consumes it;
-- TransactWriteItems: 2 WCU per KB per item;
-- GSI (the sparse, ALL-projected orphan index): a write that changes the index key
-  (available_at_ms or orphan_shard) costs 2 index WCU (delete + put), one that adds the item
-  to or removes it from the index 1, one that updates another attribute of an indexed item 1;
-  index writes caused by a transaction are counted at the standard rate — assumption.
+- GetItem: 1 RRU per 4 KB strongly consistent (0.5 eventually); a missing item still costs 1;
+- Query / Scan: the returned items' total size rounded up to 4 KB, x 0.5 if eventually
+  consistent (a GSI always is; a KEYS_ONLY index returns keys only); an empty result is
+  charged as one read — assumption;
+- BatchGetItem: each item on its own, rounded up to 4 KB, x 0.5 unless ConsistentRead;
+- UpdateItem / PutItem / DeleteItem (and Put in BatchWriteItem): 1 WRU per KB of the larger of
+  the old and new item; a refused conditional write still consumes it;
+- TransactWriteItems: 2 WRU per KB per item, a ConditionCheck included (AWS bills a transaction's
+  condition checks as transactional writes: the conservative reading — assumption);
+- GSIs (from adapters/dynamodb/tables.py, so the real projections): a write that moves an item's
+  key within an index costs 2 index WRU (delete + put), one that adds the item to or removes it
+  from the index 1, one that changes a projected attribute of an indexed item 1 (with a
+  KEYS_ONLY index, only key changes count); index writes caused by a transaction are counted
+  at the standard rate — assumption.
+
+Old and new items are read around each write with unmetered consistent GetItems on the inner
+client, so the index rules see exact items (the bench counts units, it does not time calls).
 """
 
 import math
@@ -24,11 +30,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from adapters.dynamodb import schema
+from adapters.dynamodb.schema import TableNames
+from adapters.dynamodb.tables import table_definitions
 
-INDEX_KEYS = (schema.AVAILABLE_AT_MS, schema.ORPHAN_SHARD)
+Item = dict[str, Any]
 
 
-def item_size(item: dict[str, Any]) -> int:
+def item_size(item: Item) -> int:
     size = 0
     for name, value in item.items():
         size += len(name.encode())
@@ -46,44 +54,72 @@ def _kb(size: int, unit: int) -> int:
     return max(1, math.ceil(size / unit))
 
 
-class Meter:
-    """Totals per API and per table/index: requests, RCU, WCU."""
+class Index:
+    """One GSI: its key attributes and what it projects."""
 
-    def __init__(self) -> None:
+    def __init__(self, definition: dict[str, Any]) -> None:
+        self.name: str = definition["IndexName"]
+        self.keys = [k["AttributeName"] for k in definition["KeySchema"]]
+        self.projection: str = definition["Projection"]["ProjectionType"]
+
+    def writes(self, before: Item | None, after: Item | None) -> int:
+        """Index writes (of up to 1 KB each) that turning `before` into `after` costs."""
+        was_in = before is not None and all(k in before for k in self.keys)
+        now_in = after is not None and all(k in after for k in self.keys)
+        if not (was_in or now_in):
+            return 0
+        if was_in != now_in:
+            return 1
+        assert before is not None
+        assert after is not None
+        if any(before[k] != after[k] for k in self.keys):
+            return 2
+        if self.projection == "ALL" and before != after:
+            return 1
+        return 0
+
+
+class Meter:
+    """Totals per API and per table/index: requests, RRU, WRU."""
+
+    def __init__(self, tables: TableNames | None = None) -> None:
         self.requests: Counter[str] = Counter()
         self.rcu: defaultdict[str, float] = defaultdict(float)
         self.wcu: defaultdict[str, float] = defaultdict(float)
-        self.items: dict[str, dict[str, Any]] = {}  # the last full item seen, per pk
+        self.indexes: dict[str, list[Index]] = {
+            d["TableName"]: [Index(i) for i in d.get("GlobalSecondaryIndexes", [])]
+            for d in table_definitions(tables or TableNames())
+        }
+        self.sorted_tables = {
+            d["TableName"]
+            for d in table_definitions(tables or TableNames())
+            if len(d["KeySchema"]) > 1
+        }
         self.largest_item = 0
 
-    def remember(self, item: dict[str, Any] | None) -> None:
-        if item and schema.PK in item and len(item) > 3:  # a full item, not a projection
-            self.items[item[schema.PK]["S"]] = item
-            self.largest_item = max(self.largest_item, item_size(item))
+    def clear(self) -> None:
+        self.requests.clear()
+        self.rcu.clear()
+        self.wcu.clear()
 
-    def size_of(self, key: dict[str, Any]) -> int:
-        item = self.items.get(key[schema.PK]["S"])
-        return item_size(item) if item else 300
-
-    def update(
-        self, api: str, kwargs: dict[str, Any], after: dict[str, Any] | None, x: int
+    def write(
+        self, api: str, table: str, before: Item | None, after: Item | None, factor: int
     ) -> None:
-        table = kwargs["TableName"]
-        before = self.items.get(kwargs["Key"][schema.PK]["S"])
-        size = max(item_size(before) if before else 0, item_size(after) if after else 0)
-        self.wcu[f"{api} {table}"] += x * _kb(size or self.size_of(kwargs["Key"]), 1024)
-        expression = kwargs.get("UpdateExpression", "")
-        names = kwargs.get("ExpressionAttributeNames", {})
-        touched = {names.get(token, token) for token in expression.replace(",", " ").split()}
-        was_in = before is not None and schema.ORPHAN_SHARD in before
-        now_in = (after or before or {}).get(schema.ORPHAN_SHARD) is not None
-        if after is not None:
-            now_in = schema.ORPHAN_SHARD in after
-        if was_in or now_in:
-            changes_key = bool(touched & set(INDEX_KEYS))
-            writes = 2 if (changes_key and was_in and now_in) else 1
-            self.wcu[f"{api} {table} index"] += writes * _kb(size or 300, 1024)
-        self.remember(after)
+        size = max(item_size(before or {}), item_size(after or {}))
+        self.largest_item = max(self.largest_item, size)
+        self.wcu[f"{api} {table}"] += factor * _kb(size, 1024)
+        for index in self.indexes.get(table, []):
+            writes = index.writes(before, after)
+            if writes:
+                self.wcu[f"{api} {table} {index.name}"] += writes * _kb(size, 1024)
+
+    @property
+    def total_rcu(self) -> float:
+        return sum(self.rcu.values())
+
+    @property
+    def total_wcu(self) -> float:
+        return sum(self.wcu.values())
 
 
 class MeteringClient:
@@ -100,58 +136,94 @@ class MeteringClient:
 
         async def call(**kwargs: Any) -> Any:
             self.meter.requests[api] += 1
+            written = self._written(api, kwargs)
+            before = {k: await self._peek(*k) for k in written}
             try:
                 response = await real(**kwargs)
-            except ClientError as exc:
-                self._charge_refused(api, kwargs, exc)
+            except ClientError:
+                self._charge_writes(api, kwargs, before, before)  # refused: still consumed
                 raise
-            self._charge(api, kwargs, response)
+            after = {k: await self._peek(*k) for k in written}
+            self._charge_reads(api, kwargs, response)
+            self._charge_writes(api, kwargs, before, after)
             return response
 
         return call
 
-    def _charge(self, api: str, kwargs: dict[str, Any], response: dict[str, Any]) -> None:
+    @staticmethod
+    def _written(api: str, kwargs: dict[str, Any]) -> list[tuple[str, str]]:
+        """(table, pk) of each item the call may write or check."""
+        if api in ("update_item", "delete_item"):
+            return [(kwargs["TableName"], kwargs["Key"][schema.PK]["S"])]
+        if api == "put_item":
+            return [(kwargs["TableName"], kwargs["Item"][schema.PK]["S"])]
+        if api == "transact_write_items":
+            found = []
+            for entry in kwargs["TransactItems"]:
+                for op, body in entry.items():
+                    keyed = body["Item"] if op == "Put" else body["Key"]
+                    found.append((body["TableName"], keyed[schema.PK]["S"]))
+            return found
+        return []
+
+    async def _peek(self, table: str, pk: str) -> Item | None:
+        """The item now (unmetered). Only hash-key tables are peeked: the event and message
+        tables are append-only (a Put there never has an old item worth charging)."""
+        if table not in self.meter.indexes or table in self.meter.sorted_tables:
+            return None
+        response = await self._inner.get_item(
+            TableName=table, Key={schema.PK: {"S": pk}}, ConsistentRead=True
+        )
+        item: Item | None = response.get("Item")
+        return item
+
+    def _charge_reads(self, api: str, kwargs: dict[str, Any], response: dict[str, Any]) -> None:
         m = self.meter
         if api == "get_item":
-            item = response.get("Item")
-            m.remember(item)
             factor = 1.0 if kwargs.get("ConsistentRead") else 0.5
-            m.rcu[f"{api} {kwargs['TableName']}"] += factor * _kb(item_size(item or {}), 4096)
-        elif api == "query":
+            size = item_size(response.get("Item") or {})
+            m.rcu[f"{api} {kwargs['TableName']}"] += factor * _kb(size, 4096)
+        elif api in ("query", "scan"):
             items = response.get("Items", [])
-            for item in items:
-                m.remember(item)
             factor = 1.0 if kwargs.get("ConsistentRead") else 0.5
-            where = kwargs["TableName"] + (" index" if "IndexName" in kwargs else "")
+            where = kwargs["TableName"] + (
+                f" {kwargs['IndexName']}" if "IndexName" in kwargs else ""
+            )
             size = sum(item_size(i) for i in items)
             m.rcu[f"{api} {where}"] += factor * _kb(size, 4096)
         elif api == "batch_get_item":
             for table, found in response.get("Responses", {}).items():
-                m.rcu[f"{api} {table}"] += sum(0.5 * _kb(m.size_of(i), 4096) for i in found)
-        elif api == "update_item":
-            m.update(api, kwargs, response.get("Attributes"), 1)
+                request = kwargs["RequestItems"][table]
+                factor = 1.0 if request.get("ConsistentRead") else 0.5
+                m.rcu[f"{api} {table}"] += sum(factor * _kb(item_size(i), 4096) for i in found)
+
+    def _charge_writes(
+        self,
+        api: str,
+        kwargs: dict[str, Any],
+        before: dict[tuple[str, str], Item | None],
+        after: dict[tuple[str, str], Item | None],
+    ) -> None:
+        m = self.meter
+        if api in ("update_item", "delete_item", "put_item"):
+            ((where, old),) = before.items()
+            new = after[where] if api != "put_item" or after[where] else kwargs["Item"]
+            m.write(api, where[0], old, new, 1)
         elif api == "transact_write_items":
             for entry in kwargs["TransactItems"]:
-                if "Update" in entry:
-                    m.update(api, entry["Update"], None, 2)
-                elif "Put" in entry:
-                    put = entry["Put"]
-                    m.wcu[f"{api} {put['TableName']}"] += 2 * _kb(item_size(put["Item"]), 1024)
+                for op, body in entry.items():
+                    table = body["TableName"]
+                    keyed = body["Item"] if op == "Put" else body["Key"]
+                    where = (table, keyed[schema.PK]["S"])
+                    old, new = before.get(where), after.get(where)
+                    if op == "Put" and new is None:
+                        new = body["Item"]  # an append-only table (not peeked) or refused
+                    if op == "ConditionCheck":
+                        size = max(item_size(old or {}), 1)
+                        m.wcu[f"{api} {table} (check)"] += 2 * _kb(size, 1024)
+                    else:
+                        m.write(api, table, old, new, 2)
         elif api == "batch_write_item":
             for table, requests in kwargs["RequestItems"].items():
                 for request in requests:
-                    item = request["PutRequest"]["Item"]
-                    m.wcu[f"{api} {table}"] += _kb(item_size(item), 1024)
-
-    def _charge_refused(self, api: str, kwargs: dict[str, Any], exc: ClientError) -> None:
-        if api == "update_item":
-            key = kwargs["Key"]
-            self.meter.wcu[f"{api} {kwargs['TableName']} (refused)"] += _kb(
-                self.meter.size_of(key), 1024
-            )
-            refused: Any = exc.response.get("Item")
-            self.meter.remember(refused)
-        elif api == "transact_write_items":
-            for entry in kwargs["TransactItems"]:
-                for body in entry.values():
-                    self.meter.wcu[f"{api} {body['TableName']} (cancelled)"] += 2
+                    m.write(api, table, None, request["PutRequest"]["Item"], 1)

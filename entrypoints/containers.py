@@ -208,6 +208,7 @@ class AwsContainer(containers.DeclarativeContainer):
         connections=settings.provided.connections_table,
         events=settings.provided.events_table,
         messages=settings.provided.messages_table,
+        sessions=settings.provided.sessions_table,
     )
     store = providers.Singleton(
         DynamoDbConnectionStore, dynamodb, tables=tables, shards=settings.provided.orphan_shards

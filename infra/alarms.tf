@@ -70,13 +70,16 @@ resource "aws_cloudwatch_metric_alarm" "acquisition_conflicts" {
   ok_actions          = var.alarm_actions
 }
 
-# DynamoDB throttling, per table and for the orphan index (a throttled index throttles the
-# heartbeats that write through it). Read/WriteThrottleEvents carry the table (and index)
+# DynamoDB throttling, per table and index (a throttled index throttles the writes that go
+# through it; a throttled sessions table throttles the heartbeats). Read/WriteThrottleEvents carry the table (and index)
 # dimension; ThrottledRequests would need one alarm per operation.
 locals {
   throttle_targets = {
     connections  = { TableName = aws_dynamodb_table.connections.name }
     orphan_index = { TableName = aws_dynamodb_table.connections.name, GlobalSecondaryIndexName = local.orphan_index_name }
+    owner_index  = { TableName = aws_dynamodb_table.connections.name, GlobalSecondaryIndexName = local.owner_index_name }
+    stop_index   = { TableName = aws_dynamodb_table.connections.name, GlobalSecondaryIndexName = local.stop_index_name }
+    sessions     = { TableName = aws_dynamodb_table.sessions.name }
     events       = { TableName = aws_dynamodb_table.events.name }
     messages     = { TableName = aws_dynamodb_table.messages.name }
   }
@@ -86,7 +89,7 @@ resource "aws_cloudwatch_metric_alarm" "dynamodb_throttles" {
   for_each = local.throttle_targets
 
   alarm_name          = "${var.name}-dynamodb-throttles-${each.key}"
-  alarm_description   = "DynamoDB throttled requests on ${each.key} in 3 of the last 5 minutes: renewals may fail and leases be lost. Raise provisioned capacity (or its autoscaling maximum), or check for a hot partition."
+  alarm_description   = "DynamoDB throttled requests on ${each.key} in 3 of the last 5 minutes: heartbeats or lease changes may fail and sessions expire. Raise provisioned capacity (or its autoscaling maximum), or check for a hot partition."
   evaluation_periods  = 5
   datapoints_to_alarm = 3
   threshold           = 0

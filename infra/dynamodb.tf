@@ -1,4 +1,4 @@
-# The three tables of adapters/dynamodb/tables.py (built from schema.py). Keys, the index, its
+# The four tables of adapters/dynamodb/tables.py (built from schema.py). Keys, the index, its
 # projection and TTL are checked against that code by tests/infra; capacity is this file's own.
 
 locals {
@@ -26,10 +26,18 @@ resource "aws_dynamodb_table" "connections" {
     name = local.orphan_index_sort_key
     type = "N"
   }
+  attribute {
+    name = local.owner_index_partition_key
+    type = "S"
+  }
+  attribute {
+    name = local.stop_index_partition_key
+    type = "S"
+  }
 
-  # Sparse: only STARTED connections carry orphan_shard. Sharded: "STARTED#00".."STARTED#nn", so
-  # the heartbeat-driven index writes (each renew moves available_at_ms) spread over partitions.
-  # ALL: a reconciliation page yields whole connections without a read per item.
+  # Sparse: only STARTED, unowned connections carry orphan_shard (written when ownership
+  # changes, never on a heartbeat). Sharded: "STARTED#00".."STARTED#nn". ALL: a reconciliation
+  # page yields whole connections without a read per item.
   global_secondary_index {
     name            = local.orphan_index_name
     hash_key        = local.orphan_index_partition_key
@@ -37,6 +45,25 @@ resource "aws_dynamodb_table" "connections" {
     projection_type = "ALL"
     read_capacity   = local.provisioned ? local.capacity.orphan_index.read_min : null
     write_capacity  = local.provisioned ? local.capacity.orphan_index.write_min : null
+  }
+
+  # Sparse: owned connections by owner session, to find a dead session's connections. KEYS_ONLY:
+  # checkpoints and STOPs of owned connections change nothing it projects, so cost it nothing.
+  global_secondary_index {
+    name            = local.owner_index_name
+    hash_key        = local.owner_index_partition_key
+    projection_type = "KEYS_ONLY"
+    read_capacity   = local.provisioned ? local.capacity.owner_indexes.read_min : null
+    write_capacity  = local.provisioned ? local.capacity.owner_indexes.write_min : null
+  }
+
+  # Sparse: only STOPPED connections still owned, by owner: one Query per STOP check per worker.
+  global_secondary_index {
+    name            = local.stop_index_name
+    hash_key        = local.stop_index_partition_key
+    projection_type = "KEYS_ONLY"
+    read_capacity   = local.provisioned ? local.capacity.owner_indexes.read_min : null
+    write_capacity  = local.provisioned ? local.capacity.owner_indexes.write_min : null
   }
 
   point_in_time_recovery {
@@ -54,6 +81,34 @@ resource "aws_dynamodb_table" "connections" {
     # definition comes from the code (and tests/infra holds this file to it): changing it is a
     # migration (new index, switch the code, drop the old one), applied with this lifted.
     ignore_changes = [read_capacity, write_capacity, global_secondary_index]
+  }
+}
+
+# One small item per worker process, renewed on its heartbeat (the only per-heartbeat write).
+resource "aws_dynamodb_table" "sessions" {
+  name                        = var.sessions_table_name
+  billing_mode                = var.billing_mode
+  hash_key                    = "pk"
+  read_capacity               = local.provisioned ? local.capacity.sessions.read_min : null
+  write_capacity              = local.provisioned ? local.capacity.sessions.write_min : null
+  deletion_protection_enabled = var.deletion_protection
+
+  attribute {
+    name = "pk"
+    type = "S"
+  }
+
+  point_in_time_recovery {
+    enabled = var.point_in_time_recovery
+  }
+
+  server_side_encryption {
+    enabled     = true
+    kms_key_arn = local.kms_key_arn
+  }
+
+  lifecycle {
+    ignore_changes = [read_capacity, write_capacity]
   }
 }
 
@@ -134,8 +189,17 @@ locals {
   table_resource_ids = {
     connections  = "table/${aws_dynamodb_table.connections.name}"
     orphan_index = "table/${aws_dynamodb_table.connections.name}/index/${local.orphan_index_name}"
+    owner_index  = "table/${aws_dynamodb_table.connections.name}/index/${local.owner_index_name}"
+    stop_index   = "table/${aws_dynamodb_table.connections.name}/index/${local.stop_index_name}"
+    sessions     = "table/${aws_dynamodb_table.sessions.name}"
     events       = "table/${aws_dynamodb_table.events.name}"
     messages     = "table/${aws_dynamodb_table.messages.name}"
+  }
+  # Both owner indexes scale within the same bounds (each is small and written on ownership
+  # changes only).
+  capacity_key = {
+    owner_index = "owner_indexes"
+    stop_index  = "owner_indexes"
   }
 
   # One scalable target per (table or index, read or write).
@@ -144,10 +208,10 @@ locals {
       for kind in ["read", "write"] : "${key}-${kind}" => {
         resource_id = resource_id
         kind        = kind
-        dimension   = "dynamodb:${key == "orphan_index" ? "index" : "table"}:${kind == "read" ? "Read" : "Write"}CapacityUnits"
+        dimension   = "dynamodb:${endswith(key, "_index") ? "index" : "table"}:${kind == "read" ? "Read" : "Write"}CapacityUnits"
         metric      = "DynamoDB${kind == "read" ? "Read" : "Write"}CapacityUtilization"
-        min         = local.capacity[key]["${kind}_min"]
-        max         = local.capacity[key]["${kind}_max"]
+        min         = local.capacity[lookup(local.capacity_key, key, key)]["${kind}_min"]
+        max         = local.capacity[lookup(local.capacity_key, key, key)]["${kind}_max"]
       }
     }
   ]...) : {}

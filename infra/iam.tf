@@ -1,5 +1,5 @@
 # Least privilege. The DynamoDB, SQS and CloudWatch actions of each role are exactly those of
-# adapters/{dynamodb,sqs,cloudwatch}/iam.py, on this stack's tables, index and queue only
+# adapters/{dynamodb,sqs,cloudwatch}/iam.py, on this stack's tables, indexes and queue only
 # (tests/infra/test_terraform_matches_code.py compares, statement by statement).
 
 locals {
@@ -41,9 +41,26 @@ data "aws_iam_policy_document" "worker" {
   }
 
   statement {
-    sid       = "OrphanIndex"
-    actions   = ["dynamodb:Query"]
-    resources = ["${aws_dynamodb_table.connections.arn}/index/${local.orphan_index_name}"]
+    sid     = "ConnectionIndexes"
+    actions = ["dynamodb:Query"]
+    resources = [
+      "${aws_dynamodb_table.connections.arn}/index/${local.orphan_index_name}",
+      "${aws_dynamodb_table.connections.arn}/index/${local.owner_index_name}",
+      "${aws_dynamodb_table.connections.arn}/index/${local.stop_index_name}",
+    ]
+  }
+
+  statement {
+    sid = "SessionsTable"
+    actions = [
+      "dynamodb:ConditionCheckItem",
+      "dynamodb:DeleteItem",
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:Scan",
+      "dynamodb:UpdateItem",
+    ]
+    resources = [aws_dynamodb_table.sessions.arn]
   }
 
   statement {
@@ -205,6 +222,12 @@ data "aws_iam_policy_document" "operator" {
     sid       = "ConnectionsTable"
     actions   = ["dynamodb:GetItem", "dynamodb:Scan"]
     resources = [aws_dynamodb_table.connections.arn]
+  }
+
+  statement {
+    sid       = "SessionsTable"
+    actions   = ["dynamodb:GetItem", "dynamodb:Scan"]
+    resources = [aws_dynamodb_table.sessions.arn]
   }
 
   statement {

@@ -16,8 +16,13 @@ locals {
   # The connections table's sharded, sparse orphan index (adapters/dynamodb/schema.py).
   orphan_index_name          = "orphans-by-shard"
   orphan_index_partition_key = "orphan_shard"
-  orphan_index_sort_key      = "available_at_ms"
-  ttl_attribute              = "expires_at"
+  orphan_index_sort_key      = "not_before_ms"
+  # Sparse KEYS_ONLY indexes of owned connections by owner session, and of STOPs by owner.
+  owner_index_name          = "connections-by-owner"
+  owner_index_partition_key = "owned_by"
+  stop_index_name           = "stops-by-owner"
+  stop_index_partition_key  = "stop_owner"
+  ttl_attribute             = "expires_at"
 
   # The hint queue (adapters/sqs/schema.py). The worker sends its visibility timeout
   # (WSFLEET_HINT_VISIBILITY_TIMEOUT_S, set to the same value) with every receive; the queue's
@@ -49,6 +54,7 @@ locals {
   worker_only_environment = {
     WSFLEET_BACKEND                   = "aws"
     WSFLEET_MESSAGES_TABLE            = aws_dynamodb_table.messages.name
+    WSFLEET_SESSIONS_TABLE            = aws_dynamodb_table.sessions.name
     WSFLEET_METRICS_NAMESPACE         = local.metrics_namespace
     WSFLEET_HEALTH_PORT               = tostring(var.health_port)
     WSFLEET_LEASE_MS                  = tostring(var.lease_ms)

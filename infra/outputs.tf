@@ -53,6 +53,11 @@ output "events_table" {
   value       = aws_dynamodb_table.events.name
 }
 
+output "sessions_table" {
+  description = "WSFLEET_SESSIONS_TABLE."
+  value       = aws_dynamodb_table.sessions.name
+}
+
 output "messages_table" {
   description = "WSFLEET_MESSAGES_TABLE."
   value       = aws_dynamodb_table.messages.name
@@ -74,6 +79,7 @@ output "status_environment" {
     WSFLEET_REGION            = local.region
     WSFLEET_CONNECTIONS_TABLE = aws_dynamodb_table.connections.name
     WSFLEET_EVENTS_TABLE      = aws_dynamodb_table.events.name
+    WSFLEET_SESSIONS_TABLE    = aws_dynamodb_table.sessions.name
     WSFLEET_QUEUE_URL         = aws_sqs_queue.hints.url
     WSFLEET_ORPHAN_SHARDS     = tostring(var.orphan_shards)
   }

@@ -74,6 +74,12 @@ variable "events_table_name" {
   default     = "wsfleet-connection-events"
 }
 
+variable "sessions_table_name" {
+  description = "Worker sessions table, renewed on each worker's heartbeat (WSFLEET_SESSIONS_TABLE)."
+  type        = string
+  default     = "wsfleet-sessions"
+}
+
 variable "messages_table_name" {
   description = "Upstream messages table, the default message sink (WSFLEET_MESSAGES_TABLE)."
   type        = string
@@ -109,23 +115,27 @@ variable "billing_mode" {
 }
 
 variable "provisioned_capacity" {
-  description = "With billing_mode = PROVISIONED: autoscaling bounds of read and write capacity units per table and for the orphan index."
+  description = "With billing_mode = PROVISIONED: autoscaling bounds of read and write capacity units per table and index (owner_indexes: connections-by-owner and stops-by-owner, each)."
   type = map(object({
     read_min  = number
     read_max  = number
     write_min = number
     write_max = number
   }))
+  # Connection items and their indexes are written when ownership or desired state changes,
+  # sessions on every heartbeat (one write per worker per heartbeat interval).
   default = {
-    connections  = { read_min = 5, read_max = 500, write_min = 5, write_max = 2000 }
-    orphan_index = { read_min = 5, read_max = 500, write_min = 10, write_max = 4000 }
-    events       = { read_min = 1, read_max = 100, write_min = 2, write_max = 500 }
-    messages     = { read_min = 1, read_max = 100, write_min = 5, write_max = 2000 }
+    connections   = { read_min = 5, read_max = 500, write_min = 2, write_max = 500 }
+    orphan_index  = { read_min = 5, read_max = 500, write_min = 2, write_max = 500 }
+    owner_indexes = { read_min = 1, read_max = 100, write_min = 2, write_max = 500 }
+    sessions      = { read_min = 2, read_max = 200, write_min = 2, write_max = 500 }
+    events        = { read_min = 1, read_max = 100, write_min = 2, write_max = 500 }
+    messages      = { read_min = 1, read_max = 100, write_min = 5, write_max = 2000 }
   }
 
   validation {
-    condition     = alltrue([for k in ["connections", "orphan_index", "events", "messages"] : contains(keys(var.provisioned_capacity), k)])
-    error_message = "provisioned_capacity: needs the keys connections, orphan_index, events and messages."
+    condition     = alltrue([for k in ["connections", "orphan_index", "owner_indexes", "sessions", "events", "messages"] : contains(keys(var.provisioned_capacity), k)])
+    error_message = "provisioned_capacity: needs the keys connections, orphan_index, owner_indexes, sessions, events and messages."
   }
 }
 

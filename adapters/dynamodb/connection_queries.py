@@ -1,5 +1,6 @@
-"""The connection store's read-only operations on DynamoDB (see connection_store.py for what
-each costs): consistent GetItem, the sharded orphan index, BatchGetItem, the event log, Scan."""
+"""The lease store's read-only operations on DynamoDB (see connection_store.py for what each
+costs): consistent GetItem and BatchGetItem, the Scan of the (small) sessions table, the three
+sparse indexes of the connections table, the event log."""
 
 from __future__ import annotations
 
@@ -10,16 +11,31 @@ from typing import TYPE_CHECKING, Any
 from adapters.dynamodb import backoff, schema
 from adapters.dynamodb.errors import unavailable_as
 from adapters.dynamodb.expressions import name
-from adapters.dynamodb.items import connection_from_item, event_from_item, key, n, s
+from adapters.dynamodb.items import (
+    connection_from_item,
+    event_from_item,
+    key,
+    n,
+    s,
+    session_event_from_item,
+    session_from_item,
+    session_key,
+)
 from adapters.dynamodb.schema import TableNames
 from application.errors import StoreUnavailable
-from domain import Connection, DesiredState, DomainError, Event, validate_connection_id
+from domain import (
+    Connection,
+    DomainError,
+    Event,
+    SessionEvent,
+    WorkerSession,
+    validate_connection_id,
+)
 
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb.client import DynamoDBClient
 
 BATCH_GET_KEYS = 100  # BatchGetItem's limit per call
-_BATCH_CONCURRENCY = 4  # BatchGetItem calls in flight for one desired_states
 
 
 class ConnectionQueries:
@@ -42,6 +58,8 @@ class ConnectionQueries:
         self._retry_cap_s = retry_cap_s
         self._on_request = on_request  # counts each DynamoDB call by API name
 
+    # --- single items ------------------------------------------------------------------------
+
     async def read(self, connection_id: str, op: str) -> Connection | None:
         self._on_request("GetItem")
         with unavailable_as(StoreUnavailable, op):
@@ -51,17 +69,126 @@ class ConnectionQueries:
         item = response.get("Item")
         return connection_from_item(item) if item else None
 
+    async def read_session(self, session_id: str, op: str) -> WorkerSession | None:
+        self._on_request("GetItem")
+        with unavailable_as(StoreUnavailable, op):
+            response = await self._client.get_item(
+                TableName=self._tables.sessions, Key=session_key(session_id), ConsistentRead=True
+            )
+        item = response.get("Item")
+        return session_from_item(item) if item else None
+
+    async def read_connections(self, connection_ids: Sequence[str], op: str) -> list[Connection]:
+        """Many connections, strongly consistent, 100 keys per BatchGetItem; absent ids are
+        left out. Unprocessed keys are asked again with back-off."""
+        found: list[Connection] = []
+        wanted = list(dict.fromkeys(connection_ids))
+        for i in range(0, len(wanted), BATCH_GET_KEYS):
+            found.extend(await self._batch(wanted[i : i + BATCH_GET_KEYS], op))
+        return found
+
+    async def _batch(self, ids: Sequence[str], op: str) -> list[Connection]:
+        table = self._tables.connections
+        keys: list[Any] = [key(cid) for cid in ids]
+        found: list[Connection] = []
+        for attempt in range(self._max_attempts):
+            self._on_request("BatchGetItem")
+            with unavailable_as(StoreUnavailable, op):
+                response = await self._client.batch_get_item(
+                    RequestItems={table: {"Keys": keys, "ConsistentRead": True}}
+                )
+            found.extend(
+                connection_from_item(item) for item in response.get("Responses", {}).get(table, [])
+            )
+            unprocessed = response.get("UnprocessedKeys", {}).get(table)
+            keys = list(unprocessed["Keys"]) if unprocessed else []
+            if not keys:
+                return found
+            await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
+        raise StoreUnavailable(
+            f"DynamoDB {op}: {len(keys)} keys still unprocessed after {self._max_attempts} attempts"
+        )
+
+    # --- sessions ----------------------------------------------------------------------------
+
+    async def list_sessions(self, op: str = "list_sessions") -> list[WorkerSession]:
+        """Every session item (a consistent Scan: one item per worker process not yet cleaned
+        up, about 150 bytes each, so one request per ~27 workers' 4 KB)."""
+        found: list[WorkerSession] = []
+        start: Mapping[str, Any] | None = None
+        while True:
+            extra: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
+            self._on_request("Scan")
+            with unavailable_as(StoreUnavailable, op):
+                response = await self._client.scan(
+                    TableName=self._tables.sessions, ConsistentRead=True, **extra
+                )
+            found.extend(session_from_item(item) for item in response.get("Items", []))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                return sorted(found, key=lambda session: session.session_id)
+
+    # --- the owner indexes -------------------------------------------------------------------
+
+    async def owned_ids(
+        self, session_id: str, op: str, *, index: str = schema.OWNER_INDEX, limit: int = 0
+    ) -> list[str]:
+        """Ids of the connections listed under `session_id` in a KEYS_ONLY owner index
+        (`connections-by-owner`, or `stops-by-owner`), all pages (or the first `limit`).
+        Eventually consistent, as every GSI read."""
+        attribute = schema.OWNED_BY if index == schema.OWNER_INDEX else schema.STOP_OWNER
+        owner, owner_names = name(attribute)
+        ids: list[str] = []
+        start: Mapping[str, Any] | None = None
+        while True:
+            extra: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
+            if limit:
+                extra["Limit"] = limit
+            self._on_request("Query")
+            with unavailable_as(StoreUnavailable, op):
+                response = await self._client.query(
+                    TableName=self._tables.connections,
+                    IndexName=index,
+                    KeyConditionExpression=f"{owner} = :owner",
+                    ExpressionAttributeNames=owner_names,
+                    ExpressionAttributeValues={":owner": s(session_id)},
+                    **extra,
+                )
+            ids.extend(
+                schema.connection_id_of(item[schema.PK]["S"]) for item in response.get("Items", [])
+            )
+            start = response.get("LastEvaluatedKey")
+            if not start or (limit and len(ids) >= limit):
+                return ids
+
+    # --- orphans -----------------------------------------------------------------------------
+
     async def iter_orphans(
         self, now_ms: int, page_size: int
     ) -> AsyncIterator[Sequence[Connection]]:
-        """All shards are queried concurrently, each paged with its LastEvaluatedKey; at most
-        one page per shard is held at a time, so memory stays bounded by shards x page_size."""
+        """Two sources, each checked against `Connection.is_orphan` with the sessions as read:
+        the connections of every dead session (sessions Scan, then per dead session a Query on
+        `connections-by-owner` and a consistent BatchGetItem of what it lists), and the unowned
+        ones whose back-off is over (every shard of `orphans-by-shard`, concurrently, each paged;
+        at most one page per shard held at a time, so memory stays within shards x page_size)."""
         if page_size < 1:
             raise ValueError(f"page_size must be positive, got {page_size}")
+        sessions = await self.list_sessions("iter_orphans")
+        by_id = {session.session_id: session for session in sessions}
+        buffer: list[Connection] = []
+        for session in sessions:
+            if session.is_live(now_ms):
+                continue
+            ids = await self.owned_ids(session.session_id, "iter_orphans")
+            for i in range(0, len(ids), page_size):
+                found = await self.read_connections(ids[i : i + page_size], "iter_orphans")
+                buffer.extend(c for c in found if c.is_orphan(now_ms, by_id))
+                while len(buffer) >= page_size:
+                    yield buffer[:page_size]
+                    del buffer[:page_size]
         pending: dict[str, Mapping[str, Any] | None] = dict.fromkeys(
             schema.all_orphan_shards(self._shards)
         )
-        buffer: list[Connection] = []
         while pending:
             shards = list(pending)
             pages = await asyncio.gather(
@@ -69,7 +196,8 @@ class ConnectionQueries:
             )
             pending = {}
             for shard, (found, last_key) in zip(shards, pages, strict=True):
-                buffer.extend(found)
+                # The index lags: an entry may be one that was acquired a moment ago.
+                buffer.extend(c for c in found if c.is_orphan(now_ms, by_id))
                 if last_key:
                     pending[shard] = last_key
             while len(buffer) >= page_size:
@@ -82,15 +210,15 @@ class ConnectionQueries:
         self, shard: str, start: Mapping[str, Any] | None, now_ms: int, limit: int
     ) -> tuple[list[Connection], Mapping[str, Any] | None]:
         shard_name, shard_names = name(schema.ORPHAN_SHARD)
-        available, available_names = name(schema.AVAILABLE_AT_MS)
+        not_before, not_before_names = name(schema.NOT_BEFORE_MS)
         extra: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
         self._on_request("Query")
         with unavailable_as(StoreUnavailable, "iter_orphans"):
             response = await self._client.query(
                 TableName=self._tables.connections,
                 IndexName=schema.ORPHAN_INDEX,
-                KeyConditionExpression=f"{shard_name} = :shard AND {available} < :now",
-                ExpressionAttributeNames={**shard_names, **available_names},
+                KeyConditionExpression=f"{shard_name} = :shard AND {not_before} < :now",
+                ExpressionAttributeNames={**shard_names, **not_before_names},
                 ExpressionAttributeValues={":shard": s(shard), ":now": n(now_ms)},
                 Limit=limit,
                 **extra,
@@ -99,9 +227,10 @@ class ConnectionQueries:
         return found, response.get("LastEvaluatedKey")
 
     async def next_available_at(self, now_ms: int) -> int | None:
-        """The first index entry at or after now, per shard (Limit 1), then the minimum."""
+        """The earliest of: a back-off ending (the first orphan-index entry at or after now, per
+        shard, Limit 1) and a live session expiring (from the sessions Scan)."""
         shard_name, shard_names = name(schema.ORPHAN_SHARD)
-        available, available_names = name(schema.AVAILABLE_AT_MS)
+        not_before, not_before_names = name(schema.NOT_BEFORE_MS)
 
         async def first(shard: str) -> int | None:
             self._on_request("Query")
@@ -109,64 +238,21 @@ class ConnectionQueries:
                 response = await self._client.query(
                     TableName=self._tables.connections,
                     IndexName=schema.ORPHAN_INDEX,
-                    KeyConditionExpression=f"{shard_name} = :shard AND {available} >= :now",
-                    ExpressionAttributeNames={**shard_names, **available_names},
+                    KeyConditionExpression=f"{shard_name} = :shard AND {not_before} >= :now",
+                    ExpressionAttributeNames={**shard_names, **not_before_names},
                     ExpressionAttributeValues={":shard": s(shard), ":now": n(now_ms)},
-                    ProjectionExpression=available,
+                    ProjectionExpression=not_before,
                     ScanIndexForward=True,
                     Limit=1,
                 )
             items = response.get("Items", [])
-            return int(items[0][schema.AVAILABLE_AT_MS]["N"]) if items else None
+            return int(items[0][schema.NOT_BEFORE_MS]["N"]) if items else None
 
+        sessions = await self.list_sessions("next_available_at")
         found = await asyncio.gather(*(first(sh) for sh in schema.all_orphan_shards(self._shards)))
-        return min((t for t in found if t is not None), default=None)
-
-    async def desired_states(self, connection_ids: Sequence[str]) -> Mapping[str, DesiredState]:
-        wanted = list(dict.fromkeys(cid for cid in connection_ids if _valid_id(cid)))
-        limit = asyncio.Semaphore(_BATCH_CONCURRENCY)
-
-        async def chunk(ids: Sequence[str]) -> dict[str, DesiredState]:
-            async with limit:
-                return await self._desired_chunk(ids)
-
-        result: dict[str, DesiredState] = {}
-        for part in await asyncio.gather(
-            *(chunk(wanted[i : i + BATCH_GET_KEYS]) for i in range(0, len(wanted), BATCH_GET_KEYS))
-        ):
-            result.update(part)
-        return result
-
-    async def _desired_chunk(self, ids: Sequence[str]) -> dict[str, DesiredState]:
-        table = self._tables.connections
-        pk_name, pk_names = name(schema.PK)
-        state_name, state_names = name(schema.DESIRED_STATE)
-        keys: list[Any] = [key(cid) for cid in ids]
-        found: dict[str, DesiredState] = {}
-        for attempt in range(self._max_attempts):
-            self._on_request("BatchGetItem")
-            with unavailable_as(StoreUnavailable, "desired_states"):
-                response = await self._client.batch_get_item(
-                    RequestItems={
-                        table: {
-                            "Keys": keys,
-                            "ProjectionExpression": f"{pk_name}, {state_name}",
-                            "ExpressionAttributeNames": {**pk_names, **state_names},
-                        }
-                    }
-                )
-            for item in response.get("Responses", {}).get(table, []):
-                cid = schema.connection_id_of(item[schema.PK]["S"])
-                found[cid] = DesiredState(item[schema.DESIRED_STATE]["S"])
-            unprocessed = response.get("UnprocessedKeys", {}).get(table)
-            keys = list(unprocessed["Keys"]) if unprocessed else []
-            if not keys:
-                return found
-            await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
-        raise StoreUnavailable(
-            f"DynamoDB desired_states: {len(keys)} keys still unprocessed after "
-            f"{self._max_attempts} attempts"
-        )
+        times = [t for t in found if t is not None]
+        times += [s.expires_at_ms for s in sessions if s.is_live(now_ms)]
+        return min(times, default=None)
 
     async def history(self, connection_id: str) -> Sequence[Event]:
         if not _valid_id(connection_id):
@@ -188,6 +274,28 @@ class ConnectionQueries:
                     **extra,
                 )
             events.extend(event_from_item(item) for item in response.get("Items", []))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                return events
+
+    async def session_history(self, session_id: str) -> Sequence[SessionEvent]:
+        pk_name, pk_names = name(schema.PK)
+        events: list[SessionEvent] = []
+        start: Mapping[str, Any] | None = None
+        while True:
+            extra: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
+            self._on_request("Query")
+            with unavailable_as(StoreUnavailable, "session_history"):
+                response = await self._client.query(
+                    TableName=self._tables.events,
+                    KeyConditionExpression=f"{pk_name} = :pk",
+                    ExpressionAttributeNames=pk_names,
+                    ExpressionAttributeValues={":pk": s(schema.session_events_key(session_id))},
+                    ConsistentRead=True,
+                    ScanIndexForward=True,
+                    **extra,
+                )
+            events.extend(session_event_from_item(item) for item in response.get("Items", []))
             start = response.get("LastEvaluatedKey")
             if not start:
                 return events

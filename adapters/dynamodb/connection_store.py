@@ -1,49 +1,70 @@
-"""DynamoDbConnectionStore: the connection store port on DynamoDB, over an injected aioboto3
+"""DynamoDbConnectionStore: the lease store port on DynamoDB, over an injected aioboto3
 low-level client (opened and closed by the composition root, one per process).
 
-How each operation maps to DynamoDB, and what it costs (on-demand units; a connection item is
-under 1 KB unless its URL is long, so one write = 1 WCU, one strongly consistent read = 1 RCU,
-one eventually consistent read = 0.5 RCU; transactional writes cost 2x; every write that
-changes an indexed attribute also writes the orphan index, whose ALL projection doubles the
-item's storage):
+Ownership is `(owner session, token)` on the connection item, held while the owner's session
+item is live (docs/decisions.md, "Session leases"). The heartbeat writes the session item only;
+a connection item is written when its ownership or desired state changes, and when a
+checkpoint is recorded.
 
-- start / stop / try_acquire / release / end_stream / report_upstream_failure: read the item
-  (GetItem, consistent: 1 RCU), run `domain.decide` (so the events, versions and refusals are
-  exactly the domain's), then ONE TransactWriteItems: an Update of the state item conditioned on
-  the domain's precondition and the version read, plus a Put of each ownership event into the
-  events table (2 x 2 WCU = 4 WCU, 6 with three events). Losing a race cancels the transaction;
-  the cancellation carries the current item (ALL_OLD), so the adapter re-decides without
-  another read, within `max_attempts`. A refusal of try_acquire costs only the read.
-- renew (the heartbeat, by far the most frequent write): ONE conditional UpdateItem, no read
-  and no event-log write: 1 WCU on the table, plus 2 on the orphan index, whose sort key
-  (available_at_ms) moves with the expiry (the index deletes and re-puts the entry; the
-  article's index keyed on the expiry costs the same). About 3 WCU per heartbeat: at one per
-  5 s, ~2,200 WCU per connection-hour. Logging each renewal would add a transaction (2 items x
-  2 WCU) per heartbeat to tell nobody anything the state item does not: who holds the lease
-  and until when. Checkpoints ride on renewals for the same reason. A refusal returns the
-  refusing item for free (ReturnValuesOnConditionCheckFailure=ALL_OLD).
-- get: GetItem, consistent, 1 RCU. history: Query on the events table, consistent.
-- iter_orphans / next_available_at: Queries on the sharded orphan index, one per shard
-  (0.5 RCU each at least). GSIs are eventually consistent: moto updates them synchronously, real
-  GSIs lag by up to about a second, so an orphan may be listed after someone took it, or show up
-  a little late. Correctness never rests on the index: the acquire re-reads the item and its
-  condition re-checks everything.
-- desired_states: BatchGetItem, 100 keys per call, projection of the key and desired state,
-  eventually consistent (0.5 RCU per key; a STOP is honoured up to a second later).
-- list_connections: a Scan (operators only; reads the whole table's items up to `limit`).
+What each operation costs, in on-demand units. Items are small (a connection item ~250 bytes
+unless its URL is long, a session item ~150, an event ~300), so one write = 1 WRU, one strongly
+consistent read = 1 RRU, one eventually consistent read (every index) = 0.5 RRU, and a
+transaction counts every item twice, its ConditionChecks included (AWS bills them as
+transactional writes: assumed here, as in bench/units.py). An index write is 1 WRU, 2 when the
+write moves the item's key in that index.
 
-Time comes from the caller (`now_ms`): leases compare the callers' clocks, as in the article.
-Concurrency: iter_orphans and next_available_at send one request per shard at once, and
-desired_states up to 4 batches; the client's `max_pool_connections` (botocore's default is 10)
-must leave room for that beside the heartbeats, or calls queue behind each other.
+| operation                     | requests                                 | RRU | WRU        |
+|-------------------------------|------------------------------------------|-----|------------|
+| renew_session (the heartbeat) | 1 UpdateItem (no read)                   | 0   | 1          |
+| open_session                  | 1 TransactWriteItems (item + event)      | 0   | 4          |
+| end_session                   | GetItem + TransactWriteItems             | 1   | 4          |
+| try_acquire (never owned or   | 2 GetItem + TransactWriteItems (update,  | 2   | 6 + 2 idx  |
+|   released)                   |   acquirer check, event)                 |     |            |
+| try_acquire (takeover)        | 3 GetItem + TransactWriteItems (+ dead   | 3   | 8 + 2 idx  |
+|                               |   owner check)                           |     |            |
+| try_acquire refused           | 2-3 GetItem, no write                    | 2-3 | 0          |
+| checkpoint                    | 1 UpdateItem (no read)                   | 0   | 1          |
+| release                       | GetItem + TransactWriteItems (update,    | 1   | 4 (+2 with |
+|                               |   event)                                 |     |  a ckpt)   |
+|                               |   + index: by-owner out, orphans in      |     | + 2 idx    |
+| end_stream / upstream failure | GetItem + TransactWriteItems (3-4 items) | 1   | 6-8 + 1 idx|
+| start / stop                  | GetItem + TransactWriteItems             | 1   | 4 + 1 idx  |
+| stop_requested                | 1 Query on stops-by-owner (KEYS_ONLY)    | 0.5 | 0          |
+| iter_orphans                  | sessions Scan + one Query per shard (16) | ~9  | 0          |
+|                               |   + per dead session: by-owner Query and |     |            |
+|                               |   BatchGetItem of what it lists          |     |            |
+| next_available_at             | sessions Scan + one Query per shard      | ~9  | 0          |
+| forget_session                | Query by-owner (Limit 1) + DeleteItem    | 0.5 | 1          |
+| get / get_session             | GetItem, consistent                      | 1   | 0          |
+
+Per worker-hour at the defaults: the heartbeat, 3,600 / heartbeat interval in seconds WRU
+(1 WRU per renew, whatever the connections), plus `stop_requested` (0.5 RRU per STOP check)
+and reconciliation (~9 RRU per pass). Per connection-hour in steady state: nothing, with a
+sink that knows its resume point; with checkpoint writes, 1 WRU per checkpoint (none of the
+indexes projects the checkpoint, so no index write). Ownership changes cost as above, once.
+docs/deploy.md has the table at the default intervals; bench/units.py computes these.
+
+Consistency: the GSIs are eventually consistent (they lag by up to about a second on the
+service; DynamoDB Local and moto update them synchronously). An orphan may be listed after
+someone took it, or a little late, and a STOP may be seen a little late; correctness never rests
+on an index: every acquire re-reads the items and its transaction re-checks everything.
+`forget_session` does rest on the by-owner index being caught up: a session must have been
+dead for longer than the index lag before it is forgotten (a dead session never acquires, so
+the index can only be behind on what it acquired before it died).
+
+Time comes from the caller (`now_ms`): session expiries compare the callers' clocks.
+Concurrency: iter_orphans and next_available_at send one request per shard at once; the
+client's `max_pool_connections` (botocore's default is 10) must leave room for that beside the
+heartbeat, or calls queue behind each other.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from botocore.exceptions import ClientError
@@ -65,37 +86,49 @@ from adapters.dynamodb.errors import (
 )
 from adapters.dynamodb.expressions import (
     Expression,
+    checkpoint_update,
     name,
-    renew_update,
     request_args,
+    session_renew_update,
+    session_state,
     set_state,
 )
 from adapters.dynamodb.items import (
     connection_from_item,
     event_to_item,
     key,
+    session_event_to_item,
+    session_from_item,
+    session_key,
+    session_to_item,
 )
 from adapters.dynamodb.schema import TableNames
 from application.errors import ConfigurationError, StoreUnavailable
-from application.ports.store import CommandResult, RenewResult
+from application.ports.store import CommandResult, ConnectionStore, SessionResult
 from domain import (
+    NO_OWNER,
+    SESSION_LOG_EVENTS,
     Acquire,
+    Checkpoint,
     Command,
     Connection,
-    DesiredState,
     DomainError,
-    EndStream,
+    EndSession,
     Event,
+    InvalidCommand,
     InvalidTransition,
-    Release,
-    Renew,
-    ReportUpstreamFailure,
-    Start,
-    Stop,
+    OpenSession,
+    RenewSession,
+    SessionCommand,
+    SessionEvent,
+    WorkerSession,
     decide,
+    decide_session,
     fold,
+    fold_session,
     is_ownership_event,
     validate_connection_id,
+    validate_session_id,
 )
 
 if TYPE_CHECKING:
@@ -103,20 +136,26 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_CHECKPOINT_CACHE_LIMIT = 100_000
-
 
 @attrs.frozen
 class _Raced:
-    """The transaction lost: `current` is the item that refused it, if the response had it."""
+    """The transaction lost: `item` is the first item that refused it, if the response had it."""
 
-    current: Connection | None
-    known: bool  # False: re-read the item
-    conflict: bool  # TransactionConflict: another transaction was in flight on the item
+    item: Mapping[str, Any] | None
+    known: bool  # True: `item` is the refusing item as it is now (None: it does not exist)
+    conflict: bool  # TransactionConflict: another transaction was in flight on an item
     write_id: str | None = None  # the refusing item's last write id
 
 
-class DynamoDbConnectionStore:
+@attrs.frozen
+class _Snapshot:
+    """What a connection command is decided on: the item, and for Acquire the sessions."""
+
+    state: Connection | None
+    sessions: Mapping[str, WorkerSession] = attrs.field(factory=dict)
+
+
+class DynamoDbConnectionStore(ConnectionStore):
     """See the module docstring. `shards` must be equal in every process of a deployment."""
 
     def __init__(
@@ -139,10 +178,6 @@ class DynamoDbConnectionStore:
         self._max_attempts = max_attempts
         self._retry_base_s = retry_base_s
         self._retry_cap_s = retry_cap_s
-        # (connection id, token) -> the checkpoint this process last stored under that token.
-        # Only the token's holder writes checkpoints while the token is current, so this is the
-        # stored value unless the lease was lost, in which case the condition fails anyway.
-        self._checkpoints: dict[tuple[str, int], int] = {}
         self.operations: dict[str, int] = {}  # port operation -> count (as the memory store)
         self.requests: dict[str, int] = {}  # DynamoDB API call -> count (the bill's driver)
         self._queries = ConnectionQueries(
@@ -155,84 +190,32 @@ class DynamoDbConnectionStore:
             on_request=self._request,
         )
 
-    # --- ownership-changing operations: read, decide, one transaction -------------------------
+    # --- connection commands: read, decide, one transaction -----------------------------------
 
-    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> CommandResult:
-        conn, changed = await self._apply(Start(connection_id, ws_url), now_ms, "start")
-        return CommandResult(conn, changed)
-
-    async def stop(self, connection_id: str, now_ms: int) -> CommandResult:
-        conn, changed = await self._apply(Stop(connection_id), now_ms, "stop")
-        return CommandResult(conn, changed)
-
-    async def try_acquire(
-        self, connection_id: str, worker_id: str, lease_ms: int, now_ms: int
-    ) -> Connection | None:
-        try:
-            conn, _ = await self._apply(
-                Acquire(connection_id, worker_id, lease_ms), now_ms, "try_acquire"
-            )
-        except DomainError:
-            return None  # unknown, stopped, held or backing off: not ours to take
-        self._remember_checkpoint(conn)
-        return conn
-
-    async def release(
-        self, connection_id: str, worker_id: str, token: int, checkpoint_seq: int, now_ms: int
-    ) -> Connection:
-        cmd = Release(connection_id, worker_id, token, checkpoint_seq)
-        return await self._end_lease(cmd, now_ms, "release")
-
-    async def end_stream(
-        self, connection_id: str, worker_id: str, token: int, checkpoint_seq: int, now_ms: int
-    ) -> Connection:
-        cmd = EndStream(connection_id, worker_id, token, checkpoint_seq)
-        return await self._end_lease(cmd, now_ms, "end_stream")
-
-    async def report_upstream_failure(
-        self,
-        connection_id: str,
-        worker_id: str,
-        token: int,
-        checkpoint_seq: int,
-        not_before_ms: int,
-        reason: str,
-        now_ms: int,
-    ) -> Connection:
-        cmd = ReportUpstreamFailure(
-            connection_id, worker_id, token, checkpoint_seq, not_before_ms, reason
-        )
-        return await self._end_lease(cmd, now_ms, "report_upstream_failure")
-
-    async def _end_lease(
-        self, cmd: Release | EndStream | ReportUpstreamFailure, now_ms: int, op: str
-    ) -> Connection:
-        try:
-            return (await self._apply(cmd, now_ms, op))[0]
-        finally:  # released, or lost: either way this token will not checkpoint again
-            self._checkpoints.pop((cmd.connection_id, cmd.token), None)
-
-    async def _apply(self, command: Command, now_ms: int, op: str) -> tuple[Connection, bool]:
-        """Read, decide, write conditionally; on a lost race decide again on what won."""
+    async def execute(self, command: Command, now_ms: int) -> CommandResult:
+        op = type(command).__name__
         self._count(op)
         validate_connection_id(command.connection_id)  # before it becomes a key
-        state = await self._queries.read(command.connection_id, op)
+        if isinstance(command, Checkpoint):
+            return await self._checkpoint(command, now_ms)
+        snapshot = await self._read_for(command, op, _UNKNOWN)
         write_id = uuid.uuid4().hex
         for attempt in range(self._max_attempts):
-            events = decide(state, command, now_ms)  # refusals propagate as DomainErrors
+            state = snapshot.state
+            events = decide(state, command, now_ms, snapshot.sessions)  # refusals propagate
             if not events:
                 assert state is not None  # decide only returns no events for existing ones
-                return state, False
+                return CommandResult(state, False)
             new_state = fold(events, state)
             assert new_state is not None
             raced = await self._commit(command, state, new_state, events, now_ms, op, write_id)
             if raced is None:
-                return new_state, True
+                return CommandResult(new_state, True)
             if raced.known and raced.write_id == write_id:
                 # What refused us carries our own write id: an earlier attempt of ours landed
                 # and only its response was lost (an SDK retry after a timeout). Comparing
                 # states would not do: racing identical STOPs produce identical states.
-                return new_state, True
+                return CommandResult(new_state, True)
             log.debug(
                 "%s of %r lost a race (attempt %d%s); deciding again",
                 op,
@@ -242,14 +225,39 @@ class DynamoDbConnectionStore:
             )
             if raced.conflict:
                 await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
+            refusing: Connection | _Unknown | None = _UNKNOWN
             if raced.known:
-                state = raced.current
-            else:
-                state = await self._queries.read(command.connection_id, op)
+                refusing = connection_from_item(raced.item) if raced.item else None
+            snapshot = await self._read_for(command, op, refusing)
         raise StoreUnavailable(
             f"{op} of {command.connection_id!r} gave up after {self._max_attempts} attempts: "
             "the item kept changing under it"
         )
+
+    async def _read_for(
+        self, command: Command, op: str, known: Connection | _Unknown | None
+    ) -> _Snapshot:
+        """The connection (unless `known` from a refusal) and, for Acquire, the acquirer's
+        session read at the same time, then the owner's if another session owns it. Each read is
+        consistent; they need not be one snapshot, because the transaction re-checks each."""
+        if not isinstance(command, Acquire):
+            if not isinstance(known, _Unknown):
+                return _Snapshot(known)
+            return _Snapshot(await self._queries.read(command.connection_id, op))
+        validate_session_id(command.session_id)
+        if isinstance(known, _Unknown):
+            state, acquirer = await asyncio.gather(
+                self._queries.read(command.connection_id, op),
+                self._queries.read_session(command.session_id, op),
+            )
+        else:
+            state, acquirer = known, await self._queries.read_session(command.session_id, op)
+        sessions = {acquirer.session_id: acquirer} if acquirer else {}
+        if state is not None and state.owner not in (NO_OWNER, command.session_id):
+            owner = await self._queries.read_session(state.owner, op)
+            if owner is not None:
+                sessions[owner.session_id] = owner
+        return _Snapshot(state, sessions)
 
     async def _commit(
         self,
@@ -261,31 +269,50 @@ class DynamoDbConnectionStore:
         op: str,
         write_id: str,
     ) -> _Raced | None:
-        """One TransactWriteItems: the state item's update and the ownership events' puts."""
+        """One TransactWriteItems: the connection's update; for an acquire, the sessions'
+        ConditionChecks; the ownership events' puts."""
         update = {
             "TableName": self._tables.connections,
             "Key": key(command.connection_id),
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **request_args(
-                condition=conditions.precondition(command, state, now_ms),
+                condition=conditions.connection_precondition(command, state, now_ms),
                 update=set_state(new_state, self._shards, state, write_id),
             ),
         }
-        pk_name, pk_names = name(schema.PK)
-        puts = [
-            {
-                "Put": {
-                    "TableName": self._tables.events,
-                    "Item": event_to_item(event),
-                    # The log is append-only: a version is written once.
-                    "ConditionExpression": f"attribute_not_exists({pk_name})",
-                    "ExpressionAttributeNames": pk_names,
-                }
-            }
-            for event in events
-            if is_ownership_event(event)
+        transact_items: list[Any] = [{"Update": update}]
+        if isinstance(command, Acquire):
+            transact_items.append(self._session_check(command.session_id, live=True, now=now_ms))
+            if state is not None and state.owner != NO_OWNER:
+                transact_items.append(self._session_check(state.owner, live=False, now=now_ms))
+        transact_items += [
+            self._log_put(event_to_item(event)) for event in events if is_ownership_event(event)
         ]
-        transact_items: list[Any] = [{"Update": update}, *puts]
+        return await self._transact(transact_items, op, command.connection_id)
+
+    def _session_check(self, session_id: str, *, live: bool, now: int) -> dict[str, Any]:
+        condition = conditions.session_live(now) if live else conditions.session_dead(now)
+        return {
+            "ConditionCheck": {
+                "TableName": self._tables.sessions,
+                "Key": session_key(session_id),
+                **request_args(condition=condition),
+            }
+        }
+
+    def _log_put(self, item: dict[str, Any]) -> dict[str, Any]:
+        pk_name, pk_names = name(schema.PK)
+        return {
+            "Put": {
+                "TableName": self._tables.events,
+                "Item": item,
+                # The log is append-only: a version is written once.
+                "ConditionExpression": f"attribute_not_exists({pk_name})",
+                "ExpressionAttributeNames": pk_names,
+            }
+        }
+
+    async def _transact(self, transact_items: list[Any], op: str, subject: str) -> _Raced | None:
         self._request("TransactWriteItems")
         try:
             with unavailable_as(StoreUnavailable, op):
@@ -295,152 +322,284 @@ class DynamoDbConnectionStore:
                 return _Raced(None, known=False, conflict=True)
             if error_code(exc) != TRANSACTION_CANCELED:
                 raise
-            return self._raced(exc, command, op)
+            return self._raced(exc, transact_items, subject)
         return None
 
-    def _raced(self, exc: ClientError, command: Command, op: str) -> _Raced:
+    def _raced(self, exc: ClientError, transact_items: list[Any], subject: str) -> _Raced:
         reasons = [reason.get("Code", REASON_NONE) for reason in cancellation_reasons(exc)]
         if any(code in REASON_THROTTLED for code in reasons):
-            raise StoreUnavailable(f"DynamoDB {op} throttled: {reasons}") from exc
+            raise StoreUnavailable(f"DynamoDB write of {subject!r} throttled: {reasons}") from exc
         if reasons and reasons[0] == REASON_CONDITION_FAILED:
             item = cancellation_reasons(exc)[0].get("Item")
-            if item:
-                written_by = item.get(schema.WRITE_ID, {}).get("S")
-                return _Raced(connection_from_item(item), True, False, written_by)
-            return _Raced(None, known=False, conflict=False)
+            written_by = item.get(schema.WRITE_ID, {}).get("S") if item else None
+            return _Raced(item or None, True, False, written_by)
         if REASON_CONFLICT in reasons:
             return _Raced(None, known=False, conflict=True)
+        checks = [i for i, entry in enumerate(transact_items) if "ConditionCheck" in entry]
+        if any(reasons[i] == REASON_CONDITION_FAILED for i in checks if i < len(reasons)):
+            # A session is not what we read (the acquirer's died, or the owner's was renewed
+            # in time): read everything again and decide on that.
+            return _Raced(None, known=False, conflict=False)
         if REASON_CONDITION_FAILED in reasons[1:]:
             # The state item passed its version check yet an event of that version is already
             # logged: the log is ahead of the state (edited by hand, or restored from a backup).
             raise InvalidTransition(
-                f"the event log of {command.connection_id!r} already holds a version the state "
-                f"item has not reached ({reasons}); repair the tables before retrying"
+                f"the event log of {subject!r} already holds a version the state item has not "
+                f"reached ({reasons}); repair the tables before retrying"
             ) from exc
         raise exc
 
-    # --- renew: one conditional UpdateItem -----------------------------------------------------
+    # --- checkpoint: one conditional UpdateItem, no read ---------------------------------------
 
-    async def renew(
-        self,
-        connection_id: str,
-        worker_id: str,
-        token: int,
-        lease_ms: int,
-        checkpoint_seq: int,
-        now_ms: int,
-    ) -> RenewResult:
-        self._count("renew")
-        cmd = Renew(connection_id, worker_id, token, lease_ms, checkpoint_seq)
-        try:
-            validate_connection_id(connection_id)
-        except DomainError:
-            return RenewResult(False, None)  # such an item cannot exist
-        stored_seq = self._checkpoints.get((connection_id, token))
-        if lease_ms <= 0 or stored_seq is None or checkpoint_seq < stored_seq:
-            # Unknown checkpoint (another process acquired, or this one restarted), or a request
-            # the domain will refuse anyway: decide on a fresh read.
-            return await self._renew_exact(
-                cmd, await self._queries.read(connection_id, "renew"), now_ms
-            )
-        return await self._renew_fast(cmd, stored_seq, now_ms)
-
-    async def _renew_fast(self, cmd: Renew, stored_seq: int, now_ms: int) -> RenewResult:
-        """The heartbeat: no read, one write. The domain's renew sets the expiry to
-        max(current, now + lease); an update expression has no max, so the write sets
-        now + lease on condition that the current expiry is not later (then the max IS
-        now + lease). A renew asking for less than remains (a shorter lease_ms than before)
-        fails that part only, and is redone exactly below from the refusing item.
-        `available_at_ms` = max(expiry, not_before) = the new expiry, because a held lease was
-        acquired after its back-off ended (`not_before < acquire time <= expiry`); the
-        condition states it rather than trusting it.
-        The checkpoint part pins the stored checkpoint to the cached one, so the version step
-        (+1 LeaseRenewed, +2 with Checkpointed) and the failure reset are the domain's exactly."""
-        expires = now_ms + cmd.lease_ms
-        advanced = cmd.checkpoint_seq > stored_seq
-        condition = (
-            conditions.held_by(cmd.worker_id, cmd.token, now_ms)
-            & conditions.checkpoint_is(stored_seq)
-            & conditions.expiry_at_most(expires)
-            & conditions.back_off_at_most(expires)
-        )
-        update = renew_update(expires, now_ms, cmd.checkpoint_seq if advanced else None)
+    async def _checkpoint(self, command: Checkpoint, now_ms: int) -> CommandResult:
+        """Owner, token and a forward checkpoint are the condition; when it refuses, the refusing
+        item (ALL_OLD, free) is decided on, so a refusal is the domain's exactly: LeaseLost,
+        CheckpointRegressed, ConnectionNotFound, or an equal checkpoint (no change)."""
+        update = checkpoint_update(command.checkpoint_seq, now_ms)
         for attempt in range(self._max_attempts):
             try:
-                response = await self._update(cmd.connection_id, condition, update, "ALL_NEW")
-            except _ConditionFailed as refused:
-                return await self._renew_exact(cmd, refused.current, now_ms)
-            except _Conflict:
-                await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
-                continue
-            conn = connection_from_item(response)
-            self._remember_checkpoint(conn)
-            return RenewResult(True, conn)
-        raise StoreUnavailable(f"renew of {cmd.connection_id!r}: transaction conflicts persisted")
-
-    async def _renew_exact(self, cmd: Renew, state: Connection | None, now_ms: int) -> RenewResult:
-        """Decide on a known state and write its result conditioned on its version."""
-        for attempt in range(self._max_attempts):
-            try:
-                events = decide(state, cmd, now_ms)
-            except DomainError:
-                self._checkpoints.pop((cmd.connection_id, cmd.token), None)
-                return RenewResult(False, state)
-            new_state = fold(events, state)
-            assert new_state is not None
-            condition = conditions.precondition(cmd, state, now_ms)
-            try:
-                await self._update(
-                    cmd.connection_id, condition, set_state(new_state, self._shards, state), "NONE"
+                item = await self._update_connection(
+                    command.connection_id, conditions.checkpoint_without_read(command), update
                 )
             except _ConditionFailed as refused:
-                if refused.current == new_state:  # our own write, whose response was lost
-                    self._remember_checkpoint(new_state)
-                    return RenewResult(True, new_state)
-                state = refused.current
-                continue
+                state = connection_from_item(refused.item) if refused.item else None
+                if not decide(state, command, now_ms):  # raises the domain's refusal
+                    assert state is not None
+                    return CommandResult(state, False)
+                continue  # the item moved between the check and its answer: write again
             except _Conflict:
                 await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
-                state = await self._queries.read(cmd.connection_id, "renew")
                 continue
-            self._remember_checkpoint(new_state)
-            return RenewResult(True, new_state)
+            return CommandResult(connection_from_item(item), True)
         raise StoreUnavailable(
-            f"renew of {cmd.connection_id!r} gave up after {self._max_attempts} attempts"
+            f"Checkpoint of {command.connection_id!r} gave up after {self._max_attempts} attempts"
+        )
+
+    async def _update_connection(
+        self, connection_id: str, condition: Expression, update: Expression
+    ) -> Mapping[str, Any]:
+        return await self._update(
+            self._tables.connections, key(connection_id), condition, update, "Checkpoint"
         )
 
     async def _update(
         self,
-        connection_id: str,
+        table: str,
+        item_key: dict[str, Any],
         condition: Expression,
         update: Expression,
-        returns: Literal["ALL_NEW", "NONE"],
+        op: str,
     ) -> Mapping[str, Any]:
+        """One conditional UpdateItem returning the new item; a refusal raises _ConditionFailed
+        with the refusing item (ReturnValuesOnConditionCheckFailure, no extra read)."""
         self._request("UpdateItem")
         try:
-            with unavailable_as(StoreUnavailable, "renew"):
+            with unavailable_as(StoreUnavailable, op):
                 response = await self._client.update_item(
-                    TableName=self._tables.connections,
-                    Key=key(connection_id),
-                    ReturnValues=returns,
+                    TableName=table,
+                    Key=item_key,
+                    ReturnValues="ALL_NEW",
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                     **request_args(condition=condition, update=update),
                 )
         except ClientError as exc:
             if error_code(exc) == CONDITION_FAILED:
-                item = failed_item(exc)
-                raise _ConditionFailed(connection_from_item(item) if item else None) from None
+                raise _ConditionFailed(failed_item(exc)) from None
             if error_code(exc) == TRANSACTION_CONFLICT:
                 raise _Conflict from None
             raise
         return response.get("Attributes", {})
 
-    def _remember_checkpoint(self, conn: Connection) -> None:
-        if len(self._checkpoints) >= _CHECKPOINT_CACHE_LIMIT:
-            # Entries leave on release and on refusal; this only bounds leaks from leases that
-            # were abandoned without either (the oldest go first, and cost one read if needed).
-            del self._checkpoints[next(iter(self._checkpoints))]
-        self._checkpoints[(conn.connection_id, conn.token)] = conn.checkpoint_seq
+    # --- session commands ----------------------------------------------------------------------
+
+    async def execute_session(self, command: SessionCommand, now_ms: int) -> SessionResult:
+        op = type(command).__name__
+        self._count(op)
+        validate_session_id(command.session_id)
+        match command:
+            case OpenSession():
+                return await self._open_session(command, now_ms)
+            case RenewSession():
+                return await self._renew_session(command, now_ms)
+            case EndSession():
+                return await self._end_session(command, now_ms)
+        raise AssertionError(f"unhandled session command {op}")  # decide_session refuses first
+
+    async def _open_session(self, command: OpenSession, now_ms: int) -> SessionResult:
+        """A conditional Put of the new item and a Put of SessionOpened, in one transaction, no
+        read: an id used before fails the item's condition (it exists) or, once forgotten, the
+        log's (its SessionOpened is kept), and is then refused as the domain refuses it."""
+        events = decide_session(None, command, now_ms)
+        session = fold_session(events)
+        assert session is not None
+        write_id = uuid.uuid4().hex
+        put = {
+            "TableName": self._tables.sessions,
+            "Item": session_to_item(session) | {schema.WRITE_ID: {"S": write_id}},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **request_args(condition=conditions.item_absent()),
+        }
+        logged = [self._log_put(session_event_to_item(event)) for event in events]
+        for attempt in range(self._max_attempts):
+            try:
+                raced = await self._transact(
+                    [{"Put": put}, *logged], "OpenSession", command.session_id
+                )
+            except InvalidTransition:
+                # No item, yet its SessionOpened is logged: the id was used, and forgotten.
+                raise InvalidCommand(
+                    f"worker session id {command.session_id!r} was used before"
+                ) from None
+            if raced is None:
+                return SessionResult(session, True)
+            if raced.known and raced.write_id == write_id:
+                return SessionResult(session, True)  # ours; only the response was lost
+            if raced.conflict:
+                await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
+                continue
+            existing = session_from_item(raced.item) if raced.item else None
+            decide_session(existing, command, now_ms)  # raises InvalidCommand if it exists
+            raise AssertionError("OpenSession refused by a session the domain did not refuse")
+        raise StoreUnavailable(f"OpenSession of {command.session_id!r}: conflicts persisted")
+
+    async def _renew_session(self, command: RenewSession, now_ms: int) -> SessionResult:
+        """The heartbeat: ONE conditional UpdateItem, no read. The condition is `session_live`
+        and `expires_at_ms <= now + lease`, so the write's expiry is the domain's max(current,
+        now + lease): a renew never shortens a session. A renew asking for less than remains
+        (a lease shortened by configuration) fails that part only and is redone exactly from the
+        refusing item, at one more write; so is anything else the condition refuses, which then
+        raises the domain's refusal (SessionNotLive) at no further cost."""
+        # The domain's argument checks (lease positive, load not negative), on a probe state
+        # that is live at now_ms: liveness itself is the write's condition.
+        probe = WorkerSession(command.session_id, version=0, expires_at_ms=now_ms)
+        decide_session(probe, command, now_ms)
+        write_id = uuid.uuid4().hex
+        expires = now_ms + command.lease_ms
+        condition = (
+            conditions.session_live(now_ms)
+            & conditions.expiry_at_most(expires)
+            & conditions.not_written_by(write_id)
+        )
+        update = session_renew_update(expires, command.held, command.capacity, now_ms, write_id)
+        for attempt in range(self._max_attempts):
+            try:
+                item = await self._update(
+                    self._tables.sessions,
+                    session_key(command.session_id),
+                    condition,
+                    update,
+                    "RenewSession",
+                )
+            except _ConditionFailed as refused:
+                if refused.item and refused.item.get(schema.WRITE_ID, {}).get("S") == write_id:
+                    return SessionResult(session_from_item(refused.item), True)  # ours, retried
+                current = session_from_item(refused.item) if refused.item else None
+                return await self._write_session(command, current, now_ms, "RenewSession")
+            except _Conflict:
+                await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
+                continue
+            return SessionResult(session_from_item(item), True)
+        raise StoreUnavailable(f"RenewSession of {command.session_id!r}: conflicts persisted")
+
+    async def _end_session(self, command: EndSession, now_ms: int) -> SessionResult:
+        state = await self._queries.read_session(command.session_id, "EndSession")
+        return await self._write_session(command, state, now_ms, "EndSession")
+
+    async def _write_session(
+        self,
+        command: RenewSession | EndSession,
+        state: WorkerSession | None,
+        now_ms: int,
+        op: str,
+    ) -> SessionResult:
+        """Decide on a known session item and write the result conditioned on its version: an
+        UpdateItem, or a transaction with the log Put when the events include a logged one."""
+        write_id = uuid.uuid4().hex
+        for attempt in range(self._max_attempts):
+            events = decide_session(state, command, now_ms)  # refusals propagate
+            if not events:
+                assert state is not None
+                return SessionResult(state, False)
+            new = fold_session(events, state)
+            assert new is not None
+            assert state is not None
+            condition = conditions.version_is(state.version)
+            update = session_state(new, write_id)
+            logged = [e for e in events if isinstance(e, SESSION_LOG_EVENTS)]
+            if logged:
+                raced = await self._transact(
+                    [
+                        {"Update": self._session_update(new, condition, update)},
+                        *(self._log_put(session_event_to_item(e)) for e in logged),
+                    ],
+                    op,
+                    command.session_id,
+                )
+                if raced is None or (raced.known and raced.write_id == write_id):
+                    return SessionResult(new, True)
+                if raced.conflict:
+                    await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
+                state = (
+                    (session_from_item(raced.item) if raced.item else None)
+                    if raced.known
+                    else await self._queries.read_session(command.session_id, op)
+                )
+                continue
+            try:
+                item = await self._update(
+                    self._tables.sessions, session_key(new.session_id), condition, update, op
+                )
+            except _ConditionFailed as refused:
+                if refused.item and refused.item.get(schema.WRITE_ID, {}).get("S") == write_id:
+                    return SessionResult(new, True)
+                state = session_from_item(refused.item) if refused.item else None
+                continue
+            except _Conflict:
+                await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
+                state = await self._queries.read_session(command.session_id, op)
+                continue
+            return SessionResult(session_from_item(item), True)
+        raise StoreUnavailable(
+            f"{op} of {command.session_id!r} gave up after {self._max_attempts} attempts"
+        )
+
+    def _session_update(
+        self, new: WorkerSession, condition: Expression, update: Expression
+    ) -> dict[str, Any]:
+        return {
+            "TableName": self._tables.sessions,
+            "Key": session_key(new.session_id),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **request_args(condition=condition, update=update),
+        }
+
+    async def forget_session(self, session_id: str, now_ms: int) -> bool:
+        """One Query on connections-by-owner (Limit 1: is anything still owned?), then a
+        DeleteItem conditioned on the session being dead. A dead session acquires nothing, so
+        the set it owns only shrinks; the index must have caught up with its last acquisitions
+        (see the module docstring)."""
+        self._count("forget_session")
+        try:
+            validate_session_id(session_id)
+        except DomainError:
+            return False
+        if await self._queries.owned_ids(session_id, "forget_session", limit=1):
+            return False
+        self._request("DeleteItem")
+        try:
+            with unavailable_as(StoreUnavailable, "forget_session"):
+                await self._client.delete_item(
+                    TableName=self._tables.sessions,
+                    Key=session_key(session_id),
+                    **request_args(
+                        condition=conditions.item_exists() & conditions.session_dead(now_ms)
+                    ),
+                )
+        except ClientError as exc:
+            if error_code(exc) == CONDITION_FAILED:
+                return False  # live, or already gone
+            raise
+        return True
 
     # --- reads ---------------------------------------------------------------------------------
 
@@ -452,6 +611,18 @@ class DynamoDbConnectionStore:
             return None
         return await self._queries.read(connection_id, "get")
 
+    async def get_session(self, session_id: str) -> WorkerSession | None:
+        self._count("get_session")
+        try:
+            validate_session_id(session_id)
+        except DomainError:
+            return None
+        return await self._queries.read_session(session_id, "get_session")
+
+    async def list_sessions(self) -> Sequence[WorkerSession]:
+        self._count("list_sessions")
+        return await self._queries.list_sessions()
+
     def iter_orphans(self, now_ms: int, page_size: int) -> AsyncIterator[Sequence[Connection]]:
         self._count("iter_orphans")
         return self._queries.iter_orphans(now_ms, page_size)
@@ -460,13 +631,28 @@ class DynamoDbConnectionStore:
         self._count("next_available_at")
         return await self._queries.next_available_at(now_ms)
 
-    async def desired_states(self, connection_ids: Sequence[str]) -> Mapping[str, DesiredState]:
-        self._count("desired_states")
-        return await self._queries.desired_states(connection_ids)
+    async def stop_requested(self, session_id: str) -> Sequence[str]:
+        """One Query on the sparse stops-by-owner index: it lists only STOPPED connections that
+        are still owned, so the cost does not grow with what the session holds."""
+        self._count("stop_requested")
+        try:
+            validate_session_id(session_id)
+        except DomainError:
+            return []
+        ids = await self._queries.owned_ids(session_id, "stop_requested", index=schema.STOP_INDEX)
+        return sorted(ids)
 
     async def history(self, connection_id: str) -> Sequence[Event]:
         self._count("history")
         return await self._queries.history(connection_id)
+
+    async def session_history(self, session_id: str) -> Sequence[SessionEvent]:
+        self._count("session_history")
+        try:
+            validate_session_id(session_id)
+        except DomainError:
+            return []
+        return await self._queries.session_history(session_id)
 
     async def list_connections(self, limit: int = 1000) -> Sequence[Connection]:
         return await self._queries.list_connections(limit)
@@ -480,12 +666,19 @@ class DynamoDbConnectionStore:
         self.requests[api] = self.requests.get(api, 0) + 1
 
 
-class _ConditionFailed(Exception):
-    """An UpdateItem's condition refused it; `current` is the refusing item (ALL_OLD)."""
+class _Unknown:
+    """Marks a connection state that must be read again (a refusal that did not return it)."""
 
-    def __init__(self, current: Connection | None) -> None:
+
+_UNKNOWN = _Unknown()
+
+
+class _ConditionFailed(Exception):
+    """An UpdateItem's condition refused it; `item` is the refusing item (ALL_OLD), or None."""
+
+    def __init__(self, item: Mapping[str, Any] | None) -> None:
         super().__init__("conditional check failed")
-        self.current = current
+        self.item = item
 
 
 class _Conflict(Exception):

@@ -12,18 +12,20 @@ from adapters.dynamodb.items import (
     AttributeValue,
     connection_to_item,
     n,
+    session_to_item,
 )
 from adapters.dynamodb.schema import (
-    AVAILABLE_AT_MS,
+    CAPACITY,
+    EXPIRES_AT_MS,
     FAILURES,
+    HELD,
     LAST_SEQ,
-    LEASE_EXPIRES_AT_MS,
     PK,
     UPDATED_AT_MS,
     VERSION,
     WRITE_ID,
 )
-from domain import Connection
+from domain import Connection, WorkerSession
 
 
 @attrs.frozen
@@ -97,18 +99,52 @@ def set_state(
     return Expression(" ".join(clauses), names, values)
 
 
-def renew_update(expires_at_ms: int, now_ms: int, new_seq: int | None) -> Expression:
-    """A heartbeat's update: LeaseRenewed (+1 version), plus Checkpointed (+1, failures
-    cleared) when `new_seq`. The version is incremented in place, so this needs no read."""
-    parts = {
-        LEASE_EXPIRES_AT_MS: ":expires",
-        AVAILABLE_AT_MS: ":expires",
-        UPDATED_AT_MS: ":now",
-    }
-    values = {":expires": n(expires_at_ms), ":now": n(now_ms), ":steps": n(1)}
-    if new_seq is not None:
-        parts |= {LAST_SEQ: ":seq", FAILURES: ":zero"}
-        values |= {":seq": n(new_seq), ":zero": n(0), ":steps": n(2)}
+def checkpoint_update(seq: int, now_ms: int) -> Expression:
+    """Checkpointed without a read: the checkpoint, the failure count cleared, and the version
+    stepped in place (+1), exactly `evolve`'s change when the condition holds."""
+    return _sets(
+        {LAST_SEQ: ":seq", FAILURES: ":zero", UPDATED_AT_MS: ":now"},
+        {":seq": n(seq), ":zero": n(0), ":now": n(now_ms)},
+    )
+
+
+def session_renew_update(
+    expires_at_ms: int, held: int, capacity: int, now_ms: int, write_id: str
+) -> Expression:
+    """SessionRenewed without a read (+1 version in place). The caller's condition makes
+    `expires_at_ms` the domain's max(current, now + lease)."""
+    return _sets(
+        {
+            EXPIRES_AT_MS: ":expires",
+            HELD: ":held",
+            CAPACITY: ":capacity",
+            UPDATED_AT_MS: ":now",
+            WRITE_ID: ":write_id",
+        },
+        {
+            ":expires": n(expires_at_ms),
+            ":held": n(held),
+            ":capacity": n(capacity),
+            ":now": n(now_ms),
+            ":write_id": {"S": write_id},
+        },
+    )
+
+
+def session_state(new: WorkerSession, write_id: str) -> Expression:
+    """The update that writes every attribute of session `new` (a session item is small and
+    conditioned on the version it was decided on)."""
+    item = session_to_item(new)
+    return _sets(
+        {attribute: f":new_{attribute}" for attribute in item if attribute != PK}
+        | {WRITE_ID: ":new_write_id"},
+        {f":new_{attribute}": value for attribute, value in item.items() if attribute != PK}
+        | {":new_write_id": {"S": write_id}},
+    )
+
+
+def _sets(parts: Mapping[str, str], values: Mapping[str, AttributeValue]) -> Expression:
+    """SET each attribute to its placeholder, and step the version by one in place."""
     names: dict[str, str] = {}
     sets = []
     for attribute, value in parts.items():
@@ -117,8 +153,10 @@ def renew_update(expires_at_ms: int, now_ms: int, new_seq: int | None) -> Expres
         sets.append(f"{placeholder} = {value}")
     version, mapping = name(VERSION)
     names |= mapping
-    sets.append(f"{version} = {version} + :steps")
-    return Expression("SET " + ", ".join(sets), names, values)
+    if VERSION not in parts:
+        sets.append(f"{version} = {version} + :one")
+        values = {**values, ":one": n(1)}
+    return Expression("SET " + ", ".join(sets), names, dict(values))
 
 
 def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:

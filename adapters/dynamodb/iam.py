@@ -5,6 +5,7 @@ whoever adds a call to an adapter adds its action here, and the infra check says
 must follow. IAM authorizes the parts of a call, not the call:
 - TransactWriteItems needs the action of each contained operation on its table
   (Update -> UpdateItem, Put -> PutItem, ConditionCheck -> ConditionCheckItem);
+- an UpdateItem or DeleteItem with a condition needs no action beyond its own;
 - BatchGetItem and BatchWriteItem are actions of their own;
 - a Query on an index needs `dynamodb:Query` on the index ARN (`<table ARN>/index/<name>`).
 """
@@ -12,22 +13,39 @@ must follow. IAM authorizes the parts of a call, not the call:
 from collections.abc import Mapping
 from types import MappingProxyType
 
-# Resource keys: the tables by role, and the orphan index of the connections table.
+# Resource keys: the tables by role, and the indexes of the connections table.
 CONNECTIONS = "connections"
 ORPHAN_INDEX = "connections/orphan-index"
+OWNER_INDEX = "connections/owner-index"
+STOP_INDEX = "connections/stop-index"
 EVENTS = "events"
 MESSAGES = "messages"
+SESSIONS = "sessions"
 
 Grants = Mapping[str, tuple[str, ...]]
 
 WORKER: Grants = MappingProxyType(
     {
         # acquire, release and the other recorded transitions: GetItem, then a transaction of
-        # an Update here + a Put of each event; renew: UpdateItem; desired-state checks:
-        # BatchGetItem (see connection_store.py's docstring for the call of each operation).
+        # an Update here + a Put of each event (+ ConditionChecks on sessions); checkpoint:
+        # UpdateItem; a dead session's connections: BatchGetItem (see connection_store.py's
+        # docstring for the calls of each operation).
         CONNECTIONS: ("dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem"),
         ORPHAN_INDEX: ("dynamodb:Query",),  # reconciliation and next_available_at
-        EVENTS: ("dynamodb:PutItem",),  # the ownership log, inside the transactions
+        OWNER_INDEX: ("dynamodb:Query",),  # a dead session's connections; forget_session
+        STOP_INDEX: ("dynamodb:Query",),  # stop_requested
+        # open: transaction Put; renew, end: UpdateItem (end in a transaction); acquire:
+        # ConditionCheck on the acquirer's and the dead owner's; reads: GetItem; orphan
+        # discovery: Scan; forget_session: DeleteItem.
+        SESSIONS: (
+            "dynamodb:ConditionCheckItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:Scan",
+            "dynamodb:UpdateItem",
+        ),
+        EVENTS: ("dynamodb:PutItem",),  # the ownership and session logs, in the transactions
         # the default message sink: a conditional PutItem per message (fenced), a GetItem
         # to read back a refused one when the service returns no old item, and a Query of a
         # connection's prev links for its resume point on takeover
@@ -38,6 +56,7 @@ WORKER: Grants = MappingProxyType(
 ROUTER: Grants = MappingProxyType(
     {
         # START/STOP: transaction of Update (the connection) + Put (the event); GET: GetItem.
+        # Neither consults a session (only an acquire does), so no access to the sessions table.
         CONNECTIONS: ("dynamodb:GetItem", "dynamodb:UpdateItem"),
         EVENTS: ("dynamodb:PutItem", "dynamodb:Query"),  # Query: a connection's history
     }
@@ -47,6 +66,7 @@ ROUTER: Grants = MappingProxyType(
 OPERATOR: Grants = MappingProxyType(
     {
         CONNECTIONS: ("dynamodb:GetItem", "dynamodb:Scan"),
-        EVENTS: ("dynamodb:Query",),
+        SESSIONS: ("dynamodb:GetItem", "dynamodb:Scan"),  # sessions and their load
+        EVENTS: ("dynamodb:Query",),  # connection and session histories
     }
 )

@@ -7,8 +7,21 @@ from typing import Any
 
 from adapters.dynamodb import schema
 from application.ports.sink import StoredMessage
-from domain import NO_OWNER, Connection, DesiredState, Event, StopReason
-from domain.codec import event_from_dict, event_to_dict
+from domain import (
+    NO_OWNER,
+    Connection,
+    DesiredState,
+    Event,
+    SessionEvent,
+    StopReason,
+    WorkerSession,
+)
+from domain.codec import (
+    event_from_dict,
+    event_to_dict,
+    session_event_from_dict,
+    session_event_to_dict,
+)
 
 AttributeValue = dict[str, Any]
 Item = dict[str, AttributeValue]
@@ -27,9 +40,15 @@ def key(connection_id: str) -> Item:
     return {schema.PK: s(schema.connection_key(connection_id))}
 
 
+def session_key(session_id: str) -> Item:
+    return {schema.PK: s(session_id)}
+
+
 def connection_to_item(conn: Connection, shards: int) -> Item:
-    """Every attribute of the state item. `orphan_shard` only while STARTED, so that stopped
-    connections drop out of the (sparse) orphan index; `stop_reason` only when there is one."""
+    """Every attribute of the state item. The three index keys exist only while their index
+    should list the item (see schema.py): `owned_by` while owned, `stop_owner` while STOPPED and
+    owned (`Connection.stop_pending`), `orphan_shard` while STARTED and unowned. `stop_reason`
+    only when there is one."""
     item: Item = {
         schema.PK: s(schema.connection_key(conn.connection_id)),
         schema.VERSION: n(conn.version),
@@ -37,22 +56,29 @@ def connection_to_item(conn: Connection, shards: int) -> Item:
         schema.WS_URL: s(conn.ws_url),
         schema.LEASE_OWNER: s(conn.owner),
         schema.LEASE_TOKEN: n(conn.token),
-        schema.LEASE_EXPIRES_AT_MS: n(conn.expires_at_ms),
         schema.LAST_SEQ: n(conn.checkpoint_seq),
         schema.FAILURES: n(conn.failures),
         schema.NOT_BEFORE_MS: n(conn.not_before_ms),
         schema.UPDATED_AT_MS: n(conn.updated_at_ms),
-        schema.AVAILABLE_AT_MS: n(conn.available_at_ms),
     }
     if conn.stop_reason is not None:
         item[schema.STOP_REASON] = s(conn.stop_reason.value)
-    if conn.desired_state is DesiredState.STARTED:
+    if conn.owner != NO_OWNER:
+        item[schema.OWNED_BY] = s(conn.owner)
+    if conn.stop_pending:
+        item[schema.STOP_OWNER] = s(conn.owner)
+    if conn.desired_state is DesiredState.STARTED and conn.owner == NO_OWNER:
         item[schema.ORPHAN_SHARD] = s(schema.orphan_shard(conn.connection_id, shards))
     return item
 
 
 # The attributes `connection_to_item` may leave out; an update REMOVEs them when absent.
-OPTIONAL_STATE_ATTRIBUTES = (schema.STOP_REASON, schema.ORPHAN_SHARD)
+OPTIONAL_STATE_ATTRIBUTES = (
+    schema.STOP_REASON,
+    schema.OWNED_BY,
+    schema.STOP_OWNER,
+    schema.ORPHAN_SHARD,
+)
 
 
 def connection_from_item(item: StoredItem) -> Connection:
@@ -64,13 +90,55 @@ def connection_from_item(item: StoredItem) -> Connection:
         ws_url=item[schema.WS_URL]["S"],
         owner=item.get(schema.LEASE_OWNER, {}).get("S", NO_OWNER),
         token=_int(item, schema.LEASE_TOKEN),
-        expires_at_ms=_int(item, schema.LEASE_EXPIRES_AT_MS),
         checkpoint_seq=_int(item, schema.LAST_SEQ),
         failures=_int(item, schema.FAILURES),
         not_before_ms=_int(item, schema.NOT_BEFORE_MS),
         stop_reason=StopReason(stop_reason["S"]) if stop_reason else None,
         updated_at_ms=_int(item, schema.UPDATED_AT_MS),
     )
+
+
+def session_to_item(session: WorkerSession) -> Item:
+    item: Item = {
+        schema.PK: s(session.session_id),
+        schema.VERSION: n(session.version),
+        schema.EXPIRES_AT_MS: n(session.expires_at_ms),
+        schema.HELD: n(session.held),
+        schema.CAPACITY: n(session.capacity),
+        schema.OPENED_AT_MS: n(session.opened_at_ms),
+        schema.UPDATED_AT_MS: n(session.updated_at_ms),
+    }
+    if session.ended_reason is not None:
+        item[schema.ENDED_REASON] = s(session.ended_reason)
+    return item
+
+
+def session_from_item(item: StoredItem) -> WorkerSession:
+    ended = item.get(schema.ENDED_REASON)
+    return WorkerSession(
+        session_id=item[schema.PK]["S"],
+        version=_int(item, schema.VERSION),
+        expires_at_ms=_int(item, schema.EXPIRES_AT_MS),
+        held=_int(item, schema.HELD),
+        capacity=_int(item, schema.CAPACITY),
+        ended_reason=ended["S"] if ended else None,
+        opened_at_ms=_int(item, schema.OPENED_AT_MS),
+        updated_at_ms=_int(item, schema.UPDATED_AT_MS),
+    )
+
+
+def session_event_to_item(event: SessionEvent) -> Item:
+    body = session_event_to_dict(event)
+    return {
+        schema.PK: s(schema.session_events_key(event.session_id)),
+        schema.SK: n(event.version),
+        schema.EVENT_TYPE: s(body["type"]),
+        schema.EVENT_BODY: s(json.dumps(body, separators=(",", ":"), sort_keys=True)),
+    }
+
+
+def session_event_from_item(item: StoredItem) -> SessionEvent:
+    return session_event_from_dict(json.loads(item[schema.EVENT_BODY]["S"]))
 
 
 def event_to_item(event: Event) -> Item:

@@ -1,15 +1,23 @@
 """The DynamoDB schema, defined once: the adapters use it, the table fixtures create it from it,
 and infra/ Terraform is checked against it by tests/infra.
 
-Connections table (compatible with the article's): one item per connection.
-  pk = "CONN#<connection_id>"; desired_state, ws_url, last_seq, lease_owner,
-  lease_expires_at_ms, updated_at_ms as in the article, plus lease_token (fencing token),
-  version, failures, not_before_ms, stop_reason, available_at_ms and orphan_shard.
-Orphan index (GSI): partition key orphan_shard = "STARTED#<nn>" (present only while STARTED,
-  so the index is sparse), sort key available_at_ms = max(lease expiry, back-off). The
-  article's index keyed every STARTED connection on one partition ("STARTED"), which caps
-  heartbeat-driven index writes at one partition's ~1,000 writes/s; sharding spreads them.
-Events table: the ownership log, pk = "CONN#<id>", sk = version (number).
+Connections table: one item per connection, written only when its state changes (never on a
+  heartbeat). pk = "CONN#<connection_id>"; desired_state, ws_url, last_seq, updated_at_ms as in
+  the article; lease_owner = the owner's worker session id ("" when none), lease_token (the
+  fencing token), version, failures, not_before_ms, stop_reason, write_id; and three attributes
+  that exist only to key sparse indexes (issue 12):
+  - owned_by = lease_owner, present only while owned: `connections-by-owner` (KEYS_ONLY), how
+    the connections of a dead session are found;
+  - stop_owner = lease_owner, present only while STOPPED and still owned: `stops-by-owner`
+    (KEYS_ONLY), so a worker learns of its STOPs with one Query whatever it holds;
+  - orphan_shard = "STARTED#<nn>", present only while STARTED and unowned, with sort key
+    not_before_ms (the back-off): `orphans-by-shard` (ALL), never-owned and released ones.
+    Sharded so that no partition takes every STARTED connection's index writes.
+Sessions table: one item per worker session, pk = session id; version, expires_at_ms, held,
+  capacity, ended_reason (present once ended), opened_at_ms, updated_at_ms, write_id. The only
+  item a heartbeat writes.
+Events table: the ownership log, pk = "CONN#<id>", sk = version (number); a session's opened and
+  ended events under pk = "SESSION#<id>".
 Messages table: pk = "CONN#<id>", sk = seq (number), idempotent per (connection, seq).
 """
 
@@ -27,34 +35,45 @@ WS_URL = "ws_url"
 LAST_SEQ = "last_seq"
 LEASE_OWNER = "lease_owner"
 LEASE_TOKEN = "lease_token"
-LEASE_EXPIRES_AT_MS = "lease_expires_at_ms"
 UPDATED_AT_MS = "updated_at_ms"
 VERSION = "version"
 FAILURES = "failures"
 NOT_BEFORE_MS = "not_before_ms"
 STOP_REASON = "stop_reason"
-AVAILABLE_AT_MS = "available_at_ms"
 # A random id per ownership-changing write: proves "the write that beat me was my own" after
 # a lost response, even for START/STOP, whose resulting states carry nothing of the caller.
 WRITE_ID = "write_id"
 ORPHAN_SHARD = "orphan_shard"
+OWNED_BY = "owned_by"
+STOP_OWNER = "stop_owner"
 
 ORPHAN_INDEX = "orphans-by-shard"
+OWNER_INDEX = "connections-by-owner"
+STOP_INDEX = "stops-by-owner"
 DEFAULT_ORPHAN_SHARDS = 16
+
+# Sessions table attributes (VERSION, UPDATED_AT_MS and WRITE_ID as above).
+EXPIRES_AT_MS = "expires_at_ms"
+HELD = "held"
+CAPACITY = "capacity"
+ENDED_REASON = "ended_reason"
+OPENED_AT_MS = "opened_at_ms"
 
 # Default table names (each is configurable; see the settings table in the README).
 DEFAULT_CONNECTIONS_TABLE = "wsfleet-connections"
 DEFAULT_EVENTS_TABLE = "wsfleet-connection-events"
 DEFAULT_MESSAGES_TABLE = "wsfleet-messages"
+DEFAULT_SESSIONS_TABLE = "wsfleet-sessions"
 
 
 @attrs.frozen
 class TableNames:
-    """The three table names of one deployment (each configurable)."""
+    """The four table names of one deployment (each configurable)."""
 
     connections: str = DEFAULT_CONNECTIONS_TABLE
     events: str = DEFAULT_EVENTS_TABLE
     messages: str = DEFAULT_MESSAGES_TABLE
+    sessions: str = DEFAULT_SESSIONS_TABLE
 
 
 # Events and messages tables.
@@ -71,6 +90,14 @@ MESSAGE_PREV = "prev"
 # Epoch seconds, the messages table's TTL attribute. Connection items never expire: deleting a
 # stopped one would restart its fencing token at 0 on the next START, and tokens must never repeat.
 EXPIRES_AT = "expires_at"
+
+
+SESSION_EVENT_KEY_PREFIX = "SESSION#"
+
+
+def session_events_key(session_id: str) -> str:
+    """The events table's partition of one session's log (connection keys start with CONN#)."""
+    return f"{SESSION_EVENT_KEY_PREFIX}{session_id}"
 
 
 def connection_key(connection_id: str) -> str:

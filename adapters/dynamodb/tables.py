@@ -29,7 +29,7 @@ def _hash_and_range(hash_key: str, range_key: str | None = None) -> list[dict[st
 
 
 def table_definitions(names: TableNames) -> list[dict[str, Any]]:
-    """CreateTable keyword arguments for the connections, events and messages tables."""
+    """CreateTable keyword arguments for the connections, events, messages and sessions tables."""
     return [
         {
             "TableName": names.connections,
@@ -38,16 +38,32 @@ def table_definitions(names: TableNames) -> list[dict[str, Any]]:
             "AttributeDefinitions": [
                 {"AttributeName": schema.PK, "AttributeType": "S"},
                 {"AttributeName": schema.ORPHAN_SHARD, "AttributeType": "S"},
-                {"AttributeName": schema.AVAILABLE_AT_MS, "AttributeType": "N"},
+                {"AttributeName": schema.NOT_BEFORE_MS, "AttributeType": "N"},
+                {"AttributeName": schema.OWNED_BY, "AttributeType": "S"},
+                {"AttributeName": schema.STOP_OWNER, "AttributeType": "S"},
             ],
             "GlobalSecondaryIndexes": [
                 {
-                    # Sparse: only STARTED items carry orphan_shard. ALL: reconciliation gets
-                    # whole connections from the index without reading the table.
+                    # Sparse: only STARTED, unowned items carry orphan_shard, so it moves only
+                    # when ownership does. ALL: reconciliation gets whole connections from it.
                     "IndexName": schema.ORPHAN_INDEX,
-                    "KeySchema": _hash_and_range(schema.ORPHAN_SHARD, schema.AVAILABLE_AT_MS),
+                    "KeySchema": _hash_and_range(schema.ORPHAN_SHARD, schema.NOT_BEFORE_MS),
                     "Projection": {"ProjectionType": "ALL"},
-                }
+                },
+                {
+                    # Sparse (owned items only). KEYS_ONLY: a checkpoint or a STOP of an owned
+                    # connection changes no projected attribute, so it costs the index nothing;
+                    # a dead session's connections are then read by key (rare).
+                    "IndexName": schema.OWNER_INDEX,
+                    "KeySchema": _hash_and_range(schema.OWNED_BY),
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                },
+                {
+                    # Sparse: only STOPPED items that are still owned. Ids are all a worker needs.
+                    "IndexName": schema.STOP_INDEX,
+                    "KeySchema": _hash_and_range(schema.STOP_OWNER),
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                },
             ],
         },
         {
@@ -68,6 +84,13 @@ def table_definitions(names: TableNames) -> list[dict[str, Any]]:
                 {"AttributeName": schema.SK, "AttributeType": "N"},
             ],
         },
+        {
+            # One small item per worker session: scanned whole by reconciliation.
+            "TableName": names.sessions,
+            "BillingMode": "PAY_PER_REQUEST",
+            "KeySchema": _hash_and_range(schema.PK),
+            "AttributeDefinitions": [{"AttributeName": schema.PK, "AttributeType": "S"}],
+        },
     ]
 
 
@@ -86,7 +109,7 @@ async def create_tables(
     names: TableNames | None = None,
     shards: int = schema.DEFAULT_ORPHAN_SHARDS,
 ) -> None:
-    """Create the three tables and wait until they are active; tables that already exist are
+    """Create the four tables and wait until they are active; tables that already exist are
     left as they are. `shards` is validated only: the shard is a value of the index key, so the
     tables do not depend on it (the same shard count must be configured in every process)."""
     if not 1 <= shards <= 100:

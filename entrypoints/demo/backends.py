@@ -91,7 +91,10 @@ async def _aws(
             os.environ.setdefault(name, value)  # this process's clients read them too
         run = f"wsfleet-demo-{secrets.token_hex(3)}"
         names = TableNames(
-            connections=f"{run}-connections", events=f"{run}-events", messages=f"{run}-messages"
+            connections=f"{run}-connections",
+            events=f"{run}-events",
+            messages=f"{run}-messages",
+            sessions=f"{run}-sessions",
         )
         env.update(
             {
@@ -100,6 +103,7 @@ async def _aws(
                 PREFIX + "CONNECTIONS_TABLE": names.connections,
                 PREFIX + "EVENTS_TABLE": names.events,
                 PREFIX + "MESSAGES_TABLE": names.messages,
+                PREFIX + "SESSIONS_TABLE": names.sessions,
                 PREFIX + "ORPHAN_SHARDS": str(ORPHAN_SHARDS),
             }
         )

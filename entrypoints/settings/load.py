@@ -50,6 +50,7 @@ class Settings:
     connections_table: str
     events_table: str
     messages_table: str
+    sessions_table: str
     queue_url: str | None
     orphan_shards: int
     aws_max_attempts: int

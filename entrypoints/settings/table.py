@@ -229,6 +229,14 @@ _AWS = (
         "DynamoDB table of upstream messages (the default message sink).",
     ),
     _s(
+        "SESSIONS_TABLE",
+        "sessions_table",
+        _TABLE_NAME,
+        schema.DEFAULT_SESSIONS_TABLE,
+        "DynamoDB table of worker sessions (one item per worker process, renewed on its "
+        "heartbeat; a connection's lease lives as long as its owner's session).",
+    ),
+    _s(
         "QUEUE_URL",
         "queue_url",
         HttpUrl(),

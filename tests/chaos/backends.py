@@ -130,7 +130,10 @@ class AwsBackend(_Common):
         self._dynamodb: Any = None
         run = f"chaos{secrets.token_hex(3)}"
         self._tables = TableNames(
-            connections=f"{run}-connections", events=f"{run}-events", messages=f"{run}-messages"
+            connections=f"{run}-connections",
+            events=f"{run}-events",
+            messages=f"{run}-messages",
+            sessions=f"{run}-sessions",
         )
         self._queue_name = f"{run}-hints"
 

@@ -19,7 +19,7 @@ from application.ports.metrics import CATALOGUE
 
 FACTS = Path(__file__).resolve().parents[2] / "infra" / "tests" / "code_facts.json"
 _TERRAFORM_TABLES = {"wsfleet-connections": "connections", "wsfleet-connection-events": "events",
-                     "wsfleet-messages": "messages"}  # fmt: skip
+                     "wsfleet-messages": "messages", "wsfleet-sessions": "sessions"}  # fmt: skip
 
 
 def _keys(schema: list[dict[str, str]]) -> dict[str, str | None]:

@@ -28,12 +28,22 @@ from entrypoints.settings import load_settings
 from entrypoints.settings.table import BY_NAME, ROUTER, WORKER
 from tests.infra.terraform import Terraform, blocks, expression, load
 
-TF_TABLES = {"connections": "connections", "events": "events", "messages": "messages"}
+TF_TABLES = {
+    "connections": "connections",
+    "events": "events",
+    "messages": "messages",
+    "sessions": "sessions",
+}
 _DYNAMODB_RESOURCES = {
     "${aws_dynamodb_table.connections.arn}": dynamodb_iam.CONNECTIONS,
     "${aws_dynamodb_table.connections.arn}/index/${local.orphan_index_name}": (
         dynamodb_iam.ORPHAN_INDEX
     ),
+    "${aws_dynamodb_table.connections.arn}/index/${local.owner_index_name}": (
+        dynamodb_iam.OWNER_INDEX
+    ),
+    "${aws_dynamodb_table.connections.arn}/index/${local.stop_index_name}": dynamodb_iam.STOP_INDEX,
+    "${aws_dynamodb_table.sessions.arn}": dynamodb_iam.SESSIONS,
     "${aws_dynamodb_table.events.arn}": dynamodb_iam.EVENTS,
     "${aws_dynamodb_table.messages.arn}": dynamodb_iam.MESSAGES,
 }
@@ -99,6 +109,7 @@ def test_table_name_defaults_are_the_code_defaults(tf: Terraform) -> None:
     assert tf.default("connections_table_name") == dynamodb_schema.DEFAULT_CONNECTIONS_TABLE
     assert tf.default("events_table_name") == dynamodb_schema.DEFAULT_EVENTS_TABLE
     assert tf.default("messages_table_name") == dynamodb_schema.DEFAULT_MESSAGES_TABLE
+    assert tf.default("sessions_table_name") == dynamodb_schema.DEFAULT_SESSIONS_TABLE
     assert tf.default("orphan_shards") == dynamodb_schema.DEFAULT_ORPHAN_SHARDS
 
 

@@ -1,6 +1,8 @@
-"""DynamoDbConnectionStore beyond the shared contract: what each operation costs in requests,
-the item layout (the article's attributes, the sparse sharded index), and the failure paths
-moto does not simulate (throttling, conflicts, unprocessed keys), injected by a client wrapper."""
+"""DynamoDbConnectionStore beyond the shared contract: what each operation costs in requests
+(the heartbeat and a checkpoint are one write each, with no read), the item layout (the sparse
+indexes' keys exist exactly while the item belongs in them), and the failure paths no local
+engine simulates (throttling, conflicts, unprocessed keys, lost responses), injected by a client
+wrapper."""
 
 import asyncio
 import logging
@@ -17,7 +19,17 @@ from adapters.dynamodb.items import event_to_item
 from adapters.dynamodb.tables import create_tables
 from adapters.memory.store import InMemoryConnectionStore
 from application.errors import StoreUnavailable
-from domain import InvalidTransition, StopRequested
+from application.ports import ConnectionStore
+from domain import (
+    CheckpointRegressed,
+    Connection,
+    InvalidCommand,
+    InvalidTransition,
+    LeaseTakenOver,
+    SessionEnded,
+    SessionOpened,
+    StopRequested,
+)
 from entrypoints.devstack.aws import LocalAws
 from tests.support.dynamodb import (
     TABLES,
@@ -29,8 +41,9 @@ from tests.support.dynamodb import (
 )
 
 T = 1_700_000_000_000
-LEASE = 20_000
+LEASE = 5_000
 URL = "wss://upstream.example/s"
+SHARDS = 4
 
 
 @pytest.fixture
@@ -46,19 +59,20 @@ def faulty(client: Any) -> FaultyClient:
 
 
 def new_store(client: Any, **options: Any) -> DynamoDbConnectionStore:
-    return DynamoDbConnectionStore(client, tables=TABLES, shards=4, **options)
+    return DynamoDbConnectionStore(client, tables=TABLES, shards=SHARDS, **options)
 
 
-async def raw_item(client: Any, cid: str) -> dict[str, Any]:
-    response = await client.get_item(
-        TableName=TABLES.connections, Key={"pk": {"S": f"CONN#{cid}"}}, ConsistentRead=True
-    )
+async def raw_item(client: Any, table: str, pk: str) -> dict[str, Any]:
+    response = await client.get_item(TableName=table, Key={"pk": {"S": pk}}, ConsistentRead=True)
     return dict(response["Item"])
 
 
-async def leased(store: DynamoDbConnectionStore, cid: str = "c1") -> Any:
+async def leased(store: ConnectionStore, cid: str = "c1", session: str = "s1") -> Connection:
+    """`cid` started and acquired by `session`, opened at T with LEASE."""
     await store.start(cid, URL, T)
-    conn = await store.try_acquire(cid, "w1", LEASE, T)
+    if await store.get_session(session) is None:
+        await store.open_session(session, LEASE, 10, T)
+    conn = await store.try_acquire(cid, session, T)
     assert conn is not None
     return conn
 
@@ -68,73 +82,164 @@ async def leased(store: DynamoDbConnectionStore, cid: str = "c1") -> Any:
 
 async def test_a_heartbeat_is_one_update_with_no_read_and_no_log_write(client: Any) -> None:
     store = new_store(client)
-    conn = await leased(store)
+    await leased(store)
     store.requests.clear()
 
     for i in range(1, 4):
-        renewed = await store.renew("c1", "w1", conn.token, LEASE, i // 2, T + i * 1_000)
-        assert renewed.renewed
+        renewed = await store.renew_session("s1", LEASE, i, 10, T + i * 1_000)
+        assert renewed is not None
+        assert (renewed.expires_at_ms, renewed.held, renewed.version) == (
+            T + i * 1_000 + LEASE,
+            i,
+            1 + i,
+        )
 
     assert store.requests == {"UpdateItem": 3}
-    assert len(await store.history("c1")) == 2  # started, acquired: renewals are not logged
+    assert [type(e) for e in await store.session_history("s1")] == [SessionOpened]
+    assert await store.get_session("s1") == renewed
 
 
-async def test_a_worker_without_the_checkpoint_in_memory_reads_once_then_renews_cheaply(
-    client: Any,
-) -> None:
-    conn = await leased(new_store(client))
-    restarted = new_store(client)  # e.g. another adapter instance in the same worker
-
-    first = await restarted.renew("c1", "w1", conn.token, LEASE, 5, T + 1)
-    requests_after_first = dict(restarted.requests)
-    second = await restarted.renew("c1", "w1", conn.token, LEASE, 6, T + 2)
-
-    assert first.renewed
-    assert second.renewed
-    assert requests_after_first == {"GetItem": 1, "UpdateItem": 1}
-    assert restarted.requests == {"GetItem": 1, "UpdateItem": 2}
-    assert second.connection == await restarted.get("c1")
-    assert second.connection is not None
-    assert (second.connection.checkpoint_seq, second.connection.version) == (6, 6)
-
-
-async def test_a_refused_renew_returns_the_refusing_state_without_a_read(client: Any) -> None:
+async def test_a_renew_never_shortens_a_session_and_then_costs_one_more_write(client: Any) -> None:
     store = new_store(client)
-    old = await leased(store)
-    new = await store.try_acquire("c1", "w2", LEASE, T + LEASE + 1)
+    await store.open_session("s1", 3 * LEASE, 10, T)
     store.requests.clear()
 
-    refused = await store.renew("c1", "w1", old.token, LEASE, 0, T + LEASE + 2)
+    kept = await store.renew_session("s1", LEASE, 2, 10, T + 1)
 
-    assert not refused.renewed
-    assert refused.connection == new
-    assert store.requests == {"UpdateItem": 1}
-
-
-async def test_a_renew_asking_for_less_than_remains_costs_one_more_write(client: Any) -> None:
-    store = new_store(client)
-    conn = await leased(store)
-    await store.renew("c1", "w1", conn.token, 3 * LEASE, 0, T + 1)
-    store.requests.clear()
-
-    kept = await store.renew("c1", "w1", conn.token, LEASE, 1, T + 2)
-
-    assert kept.connection is not None
-    assert kept.connection.expires_at_ms == T + 1 + 3 * LEASE
-    assert kept.connection.checkpoint_seq == 1
+    assert kept is not None
+    assert kept.expires_at_ms == T + 3 * LEASE
+    assert (kept.held, kept.version) == (2, 2)
     assert store.requests == {"UpdateItem": 2}  # the fast write's condition, then the exact one
 
 
-async def test_an_ownership_change_is_one_read_and_one_transaction(client: Any) -> None:
+@pytest.mark.parametrize("death", ["expired", "ended", "unknown"])
+async def test_a_renew_of_a_dead_session_is_one_refused_write_and_no_read(
+    client: Any, death: str
+) -> None:
     store = new_store(client)
-    await store.start("c1", URL, T)
+    now = T + 1
+    if death != "unknown":
+        await store.open_session("s1", LEASE, 10, T)
+    if death == "ended":
+        await store.end_session("s1", "test", T + 1)
+    if death == "expired":
+        now = T + LEASE + 1
+    before = await store.get_session("s1")
     store.requests.clear()
 
-    await store.try_acquire("c1", "w1", LEASE, T)
-    refused = await store.try_acquire("c1", "w2", LEASE, T + 1)
+    assert await store.renew_session("s1", LEASE, 0, 10, now) is None
 
-    assert refused is None
-    assert store.requests == {"GetItem": 2, "TransactWriteItems": 1}  # a refusal is just a read
+    assert store.requests == {"UpdateItem": 1}
+    assert await store.get_session("s1") == before  # nothing written
+
+
+async def test_a_heartbeat_whose_response_was_lost_is_applied_once(
+    faulty: FaultyClient,
+) -> None:
+    """GIVEN an UpdateItem that is applied but answered with a failure (the SDK's retry after a
+    lost response meets its own write) THEN the renew succeeds and the version steps once."""
+    store = new_store(faulty)
+    await store.open_session("s1", LEASE, 10, T)
+
+    async def applied_then_retried(call: Any, kwargs: dict[str, Any]) -> Any:
+        await call(**kwargs)
+        return await call(**kwargs)  # fails: this write id has landed
+
+    faulty.plan("update_item", applied_then_retried)
+
+    renewed = await store.renew_session("s1", LEASE, 1, 10, T + 1_000)
+
+    assert renewed is not None
+    assert renewed.version == 2
+    assert await store.get_session("s1") == renewed
+
+
+async def test_a_checkpoint_is_one_update_with_no_read(client: Any) -> None:
+    store = new_store(client)
+    conn = await leased(store)
+    store.requests.clear()
+
+    assert await store.checkpoint("c1", "s1", conn.token, 5, T + 1)
+    assert await store.checkpoint("c1", "s1", conn.token, 5, T + 2)  # equal: changes nothing
+
+    stored = await store.get("c1")
+    assert stored is not None
+    assert (stored.checkpoint_seq, stored.version, stored.updated_at_ms) == (
+        5,
+        conn.version + 1,
+        T + 1,
+    )
+    assert store.requests == {"UpdateItem": 2, "GetItem": 1}  # the GetItem is the get above
+
+
+async def test_a_refused_checkpoint_is_decided_on_the_refusing_item_without_a_read(
+    client: Any,
+) -> None:
+    store = new_store(client)
+    conn = await leased(store)
+    assert await store.checkpoint("c1", "s1", conn.token, 9, T + 1)
+    store.requests.clear()
+
+    assert not await store.checkpoint("c1", "s1", conn.token + 1, 10, T + 2)  # LeaseLost
+    assert not await store.checkpoint("nobody", "s1", 1, 10, T + 2)  # ConnectionNotFound
+    with pytest.raises(CheckpointRegressed):
+        await store.checkpoint("c1", "s1", conn.token, 8, T + 2)
+
+    assert store.requests == {"UpdateItem": 3}
+
+
+async def test_an_acquire_is_two_reads_and_one_transaction_and_a_refusal_writes_nothing(
+    client: Any,
+) -> None:
+    store = new_store(client)
+    await store.start("c1", URL, T)
+    await store.open_session("s1", LEASE, 10, T)
+    await store.open_session("s2", LEASE, 10, T)
+    store.requests.clear()
+
+    assert await store.try_acquire("c1", "s1", T + 1) is not None
+    assert store.requests == {"GetItem": 2, "TransactWriteItems": 1}
+    store.requests.clear()
+
+    assert await store.try_acquire("c1", "s2", T + 2) is None  # held by a live session
+    assert store.requests == {"GetItem": 3}  # the item and both sessions
+
+
+async def test_a_takeover_checks_the_dead_owner_and_is_logged(client: Any) -> None:
+    store = new_store(client)
+    old = await leased(store)
+    await store.open_session("s2", 10 * LEASE, 10, T)
+    store.requests.clear()
+
+    new = await store.try_acquire("c1", "s2", T + LEASE + 1)
+
+    assert new is not None
+    assert (new.owner, new.token) == ("s2", old.token + 1)
+    assert store.requests == {"GetItem": 3, "TransactWriteItems": 1}
+    (taken,) = [e for e in await store.history("c1") if isinstance(e, LeaseTakenOver)]
+    assert (taken.previous_owner, taken.previous_token) == ("s1", old.token)
+
+
+async def test_an_acquire_whose_session_ended_before_its_transaction_is_refused(
+    faulty: FaultyClient,
+) -> None:
+    """GIVEN an acquirer that read its session live and decided to acquire WHEN its session ends
+    (a supervisor reaped it) before the transaction runs THEN the transaction's check on the
+    acquirer's session refuses it: a dead session never owns anything new."""
+    store = new_store(faulty)
+    await store.start("c1", URL, T)
+    await store.open_session("s1", LEASE, 10, T)
+
+    async def ended_in_between(call: Any, kwargs: dict[str, Any]) -> Any:
+        assert await store.end_session("s1", "reaped", T + 1)
+        return await call(**kwargs)
+
+    faulty.plan("transact_write_items", ended_in_between)
+
+    assert await store.try_acquire("c1", "s1", T + 1) is None
+    stored = await store.get("c1")
+    assert stored is not None
+    assert (stored.owner, stored.token) == ("", 0)
 
 
 async def test_a_repeated_start_is_a_read_only(client: Any) -> None:
@@ -147,68 +252,170 @@ async def test_a_repeated_start_is_a_read_only(client: Any) -> None:
     assert store.requests == {"GetItem": 1}
 
 
-async def test_orphan_queries_ask_every_shard_once_per_page(client: Any) -> None:
+async def test_stop_requested_is_one_query_whatever_the_session_holds(client: Any) -> None:
+    store = new_store(client)
+    for i in range(20):
+        await leased(store, f"c{i:02d}")
+    await store.stop("c03", T + 1)
+    await store.stop("c07", T + 1)
+    store.requests.clear()
+
+    assert await store.stop_requested("s1") == ["c03", "c07"]
+    assert await store.stop_requested("s2") == []
+
+    assert store.requests == {"Query": 2}
+
+
+async def test_orphan_queries_scan_the_sessions_then_ask_every_shard_once(client: Any) -> None:
     store = new_store(client)
     await store.start("c1", URL, T)
+    await leased(store, "c2")
     store.requests.clear()
 
     pages = [page async for page in store.iter_orphans(T + 1, 100)]
     await store.next_available_at(T)
 
     assert [[c.connection_id for c in page] for page in pages] == [["c1"]]
-    assert store.requests == {"Query": 4 + 4}  # 4 shards, twice
+    assert store.requests == {"Scan": 2, "Query": SHARDS + SHARDS}
+
+
+async def test_a_dead_sessions_connections_are_found_by_owner_in_one_query_and_batch(
+    client: Any,
+) -> None:
+    store = new_store(client)
+    for cid in ("c1", "c2", "c3"):
+        await leased(store, cid)
+    await store.open_session("s2", 10 * LEASE, 10, T)
+    await leased(store, "c4", "s2")
+    store.requests.clear()
+
+    pages = [page async for page in store.iter_orphans(T + LEASE + 1, 100)]
+
+    assert sorted(c.connection_id for page in pages for c in page) == ["c1", "c2", "c3"]
+    assert store.requests == {"Scan": 1, "Query": 1 + SHARDS, "BatchGetItem": 1}
+
+
+async def test_next_available_at_is_the_first_back_off_end_or_live_session_expiry(
+    client: Any,
+) -> None:
+    store = new_store(client)
+    conn = await leased(store, "c1")
+    await store.report_upstream_failure("c1", "s1", conn.token, 0, T + 3 * LEASE, "down", T + 1)
+    await leased(store, "c2")
+
+    assert await store.next_available_at(T + 2) == T + LEASE  # s1 expires first
+    assert await store.next_available_at(T + LEASE + 1) == T + 3 * LEASE  # then c1's back-off
+    assert await store.next_available_at(T + 3 * LEASE + 1) is None
 
 
 async def test_operations_are_counted_with_the_memory_stores_names(client: Any) -> None:
     dynamodb = new_store(client)
     memory = InMemoryConnectionStore()
     for store in (dynamodb, memory):
-        await store.start("c1", URL, T)
-        conn = await store.try_acquire("c1", "w1", LEASE, T)
-        assert conn is not None
-        await store.renew("c1", "w1", conn.token, LEASE, 1, T + 1)
+        conn = await leased(store)
+        await store.renew_session("s1", LEASE, 1, 10, T + 1)
+        await store.checkpoint("c1", "s1", conn.token, 1, T + 1)
         await store.get("c1")
-        await store.desired_states(["c1"])
+        await store.get_session("s1")
+        await store.list_sessions()
+        await store.stop_requested("s1")
         [page async for page in store.iter_orphans(T, 10)]
         await store.next_available_at(T)
         await store.history("c1")
-        await store.end_stream("c1", "w1", conn.token, 2, T + 2)
+        await store.session_history("s1")
+        await store.end_stream("c1", "s1", conn.token, 2, T + 2)
         await store.stop("c1", T + 3)
+        await store.end_session("s1", "done", T + 4)
+        await store.forget_session("s1", T + 5)
 
     assert dynamodb.operations == memory.operations
 
 
-# --- the stored item ---------------------------------------------------------------------------
+# --- the stored items --------------------------------------------------------------------------
 
 
-async def test_the_item_keeps_the_articles_attributes_and_leaves_the_index_when_stopped(
-    client: Any,
-) -> None:
+async def test_index_keys_exist_exactly_while_the_item_belongs_in_each_index(client: Any) -> None:
     store = new_store(client)
+    pk = "CONN#c1"
+    await store.start("c1", URL, T)
+    unowned = await raw_item(client, TABLES.connections, pk)
+    assert unowned["orphan_shard"] == {"S": schema.orphan_shard("c1", SHARDS)}
+    assert unowned["lease_owner"] == {"S": ""}
+    assert "owned_by" not in unowned
+    assert "stop_owner" not in unowned
+
     conn = await leased(store)
-    await store.renew("c1", "w1", conn.token, LEASE, 12, T + 1)
-
-    item = await raw_item(client, "c1")
-
-    assert item["pk"] == {"S": "CONN#c1"}
-    assert item["desired_state"] == {"S": "STARTED"}
-    assert item["ws_url"] == {"S": URL}
-    assert item["last_seq"] == {"N": "12"}
-    assert item["lease_owner"] == {"S": "w1"}
-    assert item["lease_token"] == {"N": "1"}
-    assert item["lease_expires_at_ms"] == {"N": str(T + 1 + LEASE)}
-    assert item["available_at_ms"] == item["lease_expires_at_ms"]
-    assert item["updated_at_ms"] == {"N": str(T + 1)}
-    assert item["orphan_shard"] == {"S": schema.orphan_shard("c1", 4)}
+    assert await store.checkpoint("c1", "s1", conn.token, 12, T + 1)
+    owned = await raw_item(client, TABLES.connections, pk)
+    assert owned["pk"] == {"S": pk}
+    assert owned["desired_state"] == {"S": "STARTED"}
+    assert owned["ws_url"] == {"S": URL}
+    assert owned["last_seq"] == {"N": "12"}
+    assert owned["lease_owner"] == owned["owned_by"] == {"S": "s1"}
+    assert owned["lease_token"] == {"N": "1"}
+    assert "orphan_shard" not in owned  # an owned connection is never in the orphan index
+    assert "stop_owner" not in owned
+    assert not {"lease_expires_at_ms", "available_at_ms"} & set(owned)  # gone with issue 12
 
     await store.stop("c1", T + 2)
-    stopped = await raw_item(client, "c1")
-    assert "orphan_shard" not in stopped  # sparse: stopped connections cost the index nothing
-    assert stopped["stop_reason"] == {"S": "REQUESTED"}
-    await store.start("c1", URL, T + 3)
-    restarted = await raw_item(client, "c1")
+    stopping = await raw_item(client, TABLES.connections, pk)
+    assert stopping["stop_owner"] == stopping["owned_by"] == {"S": "s1"}
+    assert stopping["stop_reason"] == {"S": "REQUESTED"}
+
+    await store.release("c1", "s1", conn.token, 12, T + 3)
+    stopped = await raw_item(client, TABLES.connections, pk)
+    assert not {"owned_by", "stop_owner", "orphan_shard"} & set(stopped)
+
+    await store.start("c1", URL, T + 4)
+    restarted = await raw_item(client, TABLES.connections, pk)
     assert "stop_reason" not in restarted
-    assert restarted["orphan_shard"] == item["orphan_shard"]
+    assert restarted["orphan_shard"] == unowned["orphan_shard"]
+
+
+async def test_the_session_item_and_its_log(client: Any) -> None:
+    store = new_store(client)
+    await store.open_session("s1", LEASE, 10, T)
+    await store.renew_session("s1", LEASE, 3, 10, T + 1_000)
+    assert await store.end_session("s1", "shutdown", T + 2_000)
+    assert not await store.end_session("s1", "again", T + 3_000)  # the first reason stands
+
+    item = await raw_item(client, TABLES.sessions, "s1")
+    assert item["expires_at_ms"] == {"N": str(T + 1_000 + LEASE)}
+    assert (item["held"], item["capacity"]) == ({"N": "3"}, {"N": "10"})
+    assert item["ended_reason"] == {"S": "shutdown"}
+    assert item["version"] == {"N": "3"}
+    response = await client.query(
+        TableName=TABLES.events,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": "SESSION#s1"}},
+    )
+    assert [i["event_type"]["S"] for i in response["Items"]] == ["SessionOpened", "SessionEnded"]
+    history = await store.session_history("s1")
+    assert [type(e) for e in history] == [SessionOpened, SessionEnded]
+
+
+async def test_a_session_id_is_never_reused_even_after_it_was_forgotten(client: Any) -> None:
+    store = new_store(client)
+    await store.open_session("s1", LEASE, 10, T)
+    with pytest.raises(InvalidCommand, match="used before"):
+        await store.open_session("s1", LEASE, 10, T + 1)
+
+    assert await store.forget_session("s1", T + LEASE + 1)
+    assert await store.get_session("s1") is None
+    with pytest.raises(InvalidCommand, match="used before"):
+        await store.open_session("s1", LEASE, 10, T + LEASE + 2)
+
+
+async def test_forget_session_keeps_a_live_session_and_one_that_still_owns(client: Any) -> None:
+    store = new_store(client)
+    conn = await leased(store)
+
+    assert not await store.forget_session("s1", T + 1)  # live
+    assert not await store.forget_session("s1", T + LEASE + 1)  # dead, still owns c1
+    await store.release("c1", "s1", conn.token, 0, T + LEASE + 2)
+    assert await store.forget_session("s1", T + LEASE + 3)
+    assert not await store.forget_session("s1", T + LEASE + 4)  # gone already
+    assert await store.session_history("s1") != []  # the log is kept
 
 
 async def test_the_event_log_holds_codec_json_keyed_by_version(client: Any) -> None:
@@ -257,11 +464,8 @@ async def test_throttling_and_server_errors_become_store_unavailable(
     store = new_store(faulty)
     conn = await leased(store)
     error = client_error(code, status)
-    faulty.plan("get_item", raising(error))
-    faulty.plan("transact_write_items", raising(error))
-    faulty.plan("update_item", raising(error))
-    faulty.plan("query", raising(error))
-    faulty.plan("batch_get_item", raising(error))
+    for api in ("get_item", "transact_write_items", "update_item", "query", "scan"):
+        faulty.plan(api, raising(error))
 
     with pytest.raises(StoreUnavailable, match=code):
         await store.get("c1")
@@ -269,11 +473,12 @@ async def test_throttling_and_server_errors_become_store_unavailable(
     with pytest.raises(StoreUnavailable, match=code):
         await store.stop("c1", T + 1)
     with pytest.raises(StoreUnavailable, match=code):
-        await store.renew("c1", "w1", conn.token, LEASE, 0, T + 1)
+        await store.renew_session("s1", LEASE, 1, 10, T + 1)
     with pytest.raises(StoreUnavailable, match=code):
-        await store.history("c1")
+        await store.stop_requested("s1")
     with pytest.raises(StoreUnavailable, match=code):
-        await store.desired_states(["c1"])
+        await store.list_sessions()
+    assert await store.checkpoint("c1", "s1", conn.token, 1, T + 1)  # all faults spent
 
 
 async def test_a_throttled_transaction_item_becomes_store_unavailable(faulty: FaultyClient) -> None:
@@ -306,6 +511,8 @@ async def test_an_unreachable_endpoint_becomes_store_unavailable(aws: LocalAws) 
             await store.get("c1")
         with pytest.raises(StoreUnavailable):
             await store.start("c1", URL, T)
+        with pytest.raises(StoreUnavailable):
+            await store.renew_session("s1", LEASE, 0, 10, T)
 
 
 async def test_errors_that_are_not_transient_are_raised_unchanged(aws: LocalAws) -> None:
@@ -319,25 +526,27 @@ async def test_errors_that_are_not_transient_are_raised_unchanged(aws: LocalAws)
 async def test_a_transaction_conflict_is_retried(faulty: FaultyClient) -> None:
     store = new_store(faulty)
     await store.start("c1", URL, T)
+    await store.open_session("s1", LEASE, 10, T)
     conflict = client_error(
         "TransactionCanceledException",
         CancellationReasons=[{"Code": "TransactionConflict"}, {"Code": "None"}],
     )
     faulty.plan("transact_write_items", raising(conflict), times=2)
 
-    conn = await store.try_acquire("c1", "w1", LEASE, T)
+    conn = await store.try_acquire("c1", "s1", T)
 
     assert conn is not None
-    assert faulty.calls["transact_write_items"] == 4  # start, two conflicts, the acquire
+    assert faulty.calls["transact_write_items"] == 5  # start, open, two conflicts, the acquire
 
 
 async def test_an_acquire_whose_response_was_lost_is_recognised_as_won(
     faulty: FaultyClient,
 ) -> None:
     """GIVEN a transaction that is applied but answered with a failure (a retry after a lost
-    response meets its own write) THEN the adapter sees its own state and reports success."""
+    response meets its own write) THEN the adapter sees its own write and reports success."""
     store = new_store(faulty)
     await store.start("c1", URL, T)
+    await store.open_session("s1", LEASE, 10, T)
 
     async def applied_then_retried(call: Any, kwargs: dict[str, Any]) -> Any:
         await call(**kwargs)
@@ -345,21 +554,23 @@ async def test_an_acquire_whose_response_was_lost_is_recognised_as_won(
 
     faulty.plan("transact_write_items", applied_then_retried)
 
-    conn = await store.try_acquire("c1", "w1", LEASE, T)
+    conn = await store.try_acquire("c1", "s1", T)
 
     assert conn is not None
     assert conn == await store.get("c1")
-    assert conn.owner == "w1"
+    assert conn.owner == "s1"
 
 
-async def test_a_renew_conflicting_with_a_transaction_is_retried(faulty: FaultyClient) -> None:
+async def test_a_heartbeat_conflicting_with_a_transaction_is_retried(
+    faulty: FaultyClient,
+) -> None:
     store = new_store(faulty)
-    conn = await leased(store)
+    await store.open_session("s1", LEASE, 10, T)
     faulty.plan("update_item", raising(client_error("TransactionConflictException")))
 
-    renewed = await store.renew("c1", "w1", conn.token, LEASE, 3, T + 1)
+    renewed = await store.renew_session("s1", LEASE, 0, 10, T + 1)
 
-    assert renewed.renewed
+    assert renewed is not None
     assert faulty.calls["update_item"] == 2
 
 
@@ -368,24 +579,27 @@ async def test_losing_races_is_not_logged_as_a_problem(
 ) -> None:
     store = new_store(client)
     await store.start("c1", URL, T)
+    for i in range(10):
+        await store.open_session(f"s{i}", LEASE, 10, T)
     caplog.set_level(logging.INFO, logger="adapters")
 
-    results = await asyncio.gather(*(store.try_acquire("c1", f"w{i}", LEASE, T) for i in range(10)))
+    results = await asyncio.gather(*(store.try_acquire("c1", f"s{i}", T) for i in range(10)))
 
     assert sum(r is not None for r in results) == 1
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
-async def test_unprocessed_keys_are_fetched_again(faulty: FaultyClient) -> None:
+async def test_unprocessed_keys_of_a_dead_sessions_connections_are_fetched_again(
+    faulty: FaultyClient,
+) -> None:
     store = new_store(faulty, retry_base_s=0.001)
-    ids = [f"c{i}" for i in range(150)]
-    for cid in ids[:10]:
-        await store.start(cid, URL, T)
+    for i in range(10):
+        await leased(store, f"c{i}")
     faulty.plan("batch_get_item", half_batch_get, times=3)
 
-    states = await store.desired_states(ids)
+    pages = [page async for page in store.iter_orphans(T + LEASE + 1, 100)]
 
-    assert sorted(states) == sorted(ids[:10])
+    assert sorted(c.connection_id for page in pages for c in page) == [f"c{i}" for i in range(10)]
     assert faulty.calls["batch_get_item"] >= 4
 
 
@@ -393,8 +607,9 @@ async def test_keys_left_unprocessed_too_long_become_store_unavailable(
     faulty: FaultyClient,
 ) -> None:
     store = new_store(faulty, retry_base_s=0.001, max_attempts=3)
-    await store.start("c1", URL, T)
+    for i in range(4):
+        await leased(store, f"c{i}")
     faulty.plan("batch_get_item", half_batch_get, times=10)
 
     with pytest.raises(StoreUnavailable, match="unprocessed"):
-        await store.desired_states(["c1", "c2", "c3", "c4"])
+        [page async for page in store.iter_orphans(T + LEASE + 1, 100)]

@@ -18,7 +18,10 @@ from entrypoints.devstack.aws import LocalAws
 # Fresh names per test are not needed (every table is dropped between tests), but distinct from
 # the defaults so that nothing passes by relying on them.
 TABLES = schema.TableNames(
-    connections="test-connections", events="test-events", messages="test-messages"
+    connections="test-connections",
+    events="test-events",
+    messages="test-messages",
+    sessions="test-sessions",
 )
 
 

@@ -1,0 +1,205 @@
+"""The lease store's DynamoDB costs (suite `store-cost`), counted at the adapter boundary by
+bench/units.py on DynamoDB Local, with nothing but the store (no worker, no queue):
+
+- every store operation once, with its requests and units, in an order that makes each the
+  case it is named for;
+- one worker-hour of the worker's periodic store calls at the default intervals (the heartbeat,
+  the STOP check, a reconciliation pass, each at its interval in WorkerConfig) while the
+  worker's session owns 10, 100 and 10,000 connections: what grows with connections shows
+  (nothing should: those calls read items and indexes that do not list held connections);
+- checkpoint writes (a sink without a resume point) priced per checkpoint and multiplied, not
+  run at 10,000 connections.
+
+Time is simulated (`now_ms` steps through the hour), so an hour takes seconds.
+"""
+
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+
+from adapters.dynamodb import schema
+from adapters.dynamodb.connection_store import DynamoDbConnectionStore
+from adapters.dynamodb.items import connection_to_item
+from adapters.dynamodb.schema import TableNames
+from adapters.dynamodb.tables import create_tables
+from application.config import WorkerConfig
+from bench.units import Meter, MeteringClient
+from domain import Connection, DesiredState
+from entrypoints.devstack.aws import open_local_aws
+from entrypoints.devstack.service import CREDENTIALS, REGION
+
+STEADY_COUNTS = (10, 100, 10_000)
+
+
+@asynccontextmanager
+async def _dynamodb(log_dir: Path) -> AsyncIterator[tuple[Any, str]]:
+    """A fresh DynamoDB (the dev stack's: DynamoDB Local when installed) with the tables."""
+    async with AsyncExitStack() as stack:
+        aws = await stack.enter_async_context(open_local_aws(log_dir / "store-cost-aws"))
+        client = await stack.enter_async_context(
+            get_session().create_client(
+                "dynamodb",
+                region_name=REGION,
+                endpoint_url=aws.dynamodb_url,
+                aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                config=AioConfig(retries={"mode": "standard"}, max_pool_connections=50),
+            )
+        )
+        await create_tables(client)
+        yield client, aws.describe()
+
+
+T0 = 1_700_000_000_000
+URL = "wss://upstream.example/feed"
+
+
+async def _measure(meter: Meter, call: Awaitable[Any]) -> dict[str, Any]:
+    meter.clear()
+    await call
+    return {
+        "requests": dict(sorted(meter.requests.items())),
+        "rru": round(meter.total_rcu, 2),
+        "wru": round(meter.total_wcu, 2),
+        "wru_by_target": {k: v for k, v in sorted(meter.wcu.items())},
+    }
+
+
+async def _orphans(store: DynamoDbConnectionStore, now_ms: int) -> int:
+    return sum([len(page) async for page in store.iter_orphans(now_ms, 100)])
+
+
+async def per_operation(store: DynamoDbConnectionStore, meter: Meter) -> dict[str, Any]:
+    """Each store operation once, in an order that makes each the case named."""
+    lease = WorkerConfig().lease_ms
+    ops: dict[str, Any] = {}
+
+    async def m(name: str, call: Awaitable[Any]) -> None:
+        ops[name] = await _measure(meter, call)
+
+    await m("open_session", store.open_session("s1", lease, 100, T0))
+    await store.open_session("s2", 100 * lease, 100, T0)
+    await m("start (new)", store.start("c1", URL, T0))
+    await m("start (repeated)", store.start("c1", URL, T0 + 1))
+    await m("try_acquire (orphan)", store.try_acquire("c1", "s1", T0 + 1))
+    await m("try_acquire (refused: held)", store.try_acquire("c1", "s2", T0 + 2))
+    await m("renew_session (heartbeat)", store.renew_session("s1", lease, 1, 100, T0 + 1_000))
+    await m("checkpoint", store.checkpoint("c1", "s1", 1, 10, T0 + 1_001))
+    await m("stop_requested", store.stop_requested("s1"))
+    await m("iter_orphans (none dead)", _orphans(store, T0 + 1_002))
+    await m("next_available_at", store.next_available_at(T0 + 1_002))
+    await m("release (with a final checkpoint)", store.release("c1", "s1", 1, 20, T0 + 1_003))
+    await store.try_acquire("c1", "s1", T0 + 1_004)
+    dead_at = T0 + 1_000 + lease + 1
+    await m("iter_orphans (one dead session, 1 connection)", _orphans(store, dead_at))
+    await m("try_acquire (takeover)", store.try_acquire("c1", "s2", dead_at))
+    await m("stop (owned)", store.stop("c1", dead_at + 1))
+    await m("release (STOP honoured)", store.release("c1", "s2", 3, 20, dead_at + 2))
+    await m("start (restart)", store.start("c1", URL, dead_at + 3))
+    await store.try_acquire("c1", "s2", dead_at + 4)
+    await m("end_stream", store.end_stream("c1", "s2", 4, 21, dead_at + 5))
+    await m("end_session", store.end_session("s2", "shutdown", dead_at + 6))
+    await m("forget_session", store.forget_session("s1", dead_at + 7))
+    assert await store.forget_session("s2", dead_at + 8)  # no dead session lingers below
+    await m("get", store.get("c1"))
+    await m("get_session", store.get_session("s2"))
+    return ops
+
+
+async def _own(client: Any, session: str, count: int) -> None:
+    """`count` STARTED connections owned by `session`, written directly (unmetered setup)."""
+    table = TableNames().connections
+    items = [
+        connection_to_item(
+            Connection(
+                connection_id=f"held-{session}-{i:05d}",
+                version=2,
+                desired_state=DesiredState.STARTED,
+                ws_url=URL,
+                owner=session,
+                token=1,
+                updated_at_ms=T0,
+            ),
+            schema.DEFAULT_ORPHAN_SHARDS,
+        )
+        for i in range(count)
+    ]
+    for i in range(0, len(items), 25):
+        requests: list[Any] = [{"PutRequest": {"Item": item}} for item in items[i : i + 25]]
+        while requests:
+            response = await client.batch_write_item(RequestItems={table: requests})
+            requests = response.get("UnprocessedItems", {}).get(table, [])
+
+
+async def steady_worker_hour(
+    client: Any, store: DynamoDbConnectionStore, meter: Meter, connections: int
+) -> dict[str, Any]:
+    """One worker-hour of the periodic store calls at the default intervals, the worker's
+    session owning `connections` (nothing dies, nothing is stopped: steady state)."""
+    config = WorkerConfig()
+    session = f"steady-{connections}"
+    await store.open_session(session, config.lease_ms, connections, T0)
+    await _own(client, session, connections)
+    heartbeat_ms = int(config.heartbeat_interval_s * 1000)
+    stop_check_ms = int(config.desired_state_interval_s * 1000)
+    reconcile_ms = int(config.reconcile_interval_s * 1000)
+    meter.clear()
+    calls: Counter[str] = Counter()
+    for now in range(T0 + 1, T0 + 3_600_000, 1_000):
+        if (now - T0) % heartbeat_ms < 1_000:
+            renewed = await store.renew_session(
+                session, config.lease_ms, connections, connections, now
+            )
+            assert renewed is not None, "the session expired during the steady-state hour"
+            calls["renew_session"] += 1
+        if (now - T0) % stop_check_ms < 1_000:
+            assert await store.stop_requested(session) == []
+            calls["stop_requested"] += 1
+        if (now - T0) % reconcile_ms < 1_000:
+            await _orphans(store, now)
+            await store.next_available_at(now)
+            calls["reconcile (iter_orphans + next_available_at)"] += 1
+    return {
+        "connections": connections,
+        "calls_per_worker_hour": dict(calls),
+        "requests_per_worker_hour": dict(sorted(meter.requests.items())),
+        "wru_per_worker_hour": round(meter.total_wcu, 1),
+        "rru_per_worker_hour": round(meter.total_rcu, 1),
+        "wru_per_connection_hour": round(meter.total_wcu / connections, 4),
+        "rru_per_connection_hour": round(meter.total_rcu / connections, 4),
+        "wru_by_target": {k: round(v, 1) for k, v in sorted(meter.wcu.items())},
+        "rru_by_target": {k: round(v, 1) for k, v in sorted(meter.rcu.items())},
+    }
+
+
+async def run_store_cost(log_dir: Path, counts: Sequence[int] = STEADY_COUNTS) -> dict[str, Any]:
+    config = WorkerConfig()
+    async with _dynamodb(log_dir) as (client, engine):
+        meter = Meter()
+        metered: Any = MeteringClient(client, meter)
+        store = DynamoDbConnectionStore(metered)
+        operations = await per_operation(store, meter)
+        steady = [await steady_worker_hour(client, store, meter, n) for n in counts]
+    checkpoint_wru = operations["checkpoint"]["wru"]
+    return {
+        "engine": engine,
+        "defaults": {
+            "lease_ms": config.lease_ms,
+            "heartbeat_interval_s": config.heartbeat_interval_s,
+            "stop_check_interval_s": config.desired_state_interval_s,
+            "reconcile_interval_s": config.reconcile_interval_s,
+            "orphan_shards": schema.DEFAULT_ORPHAN_SHARDS,
+        },
+        "per_operation": operations,
+        "steady_state": steady,
+        # A sink without a resume point: one checkpoint per connection per interval (priced
+        # from the measured checkpoint, not run at 10,000 connections).
+        "checkpoint_wru_per_connection_hour": {
+            f"every {s} s": round(checkpoint_wru * 3600 / s, 1) for s in (10, 30, 60, 300)
+        },
+    }
