@@ -429,8 +429,7 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
     ),
     "heartbeat_interval_s": (
         _SECONDS,
-        "Seconds between renewals of the worker session (one write per worker, whatever it "
-        "holds).",
+        "Seconds between renewals of the worker session (one write per worker, whatever it holds).",
     ),
     "self_fence_margin_ms": (
         Number(integer=True, minimum=1),
