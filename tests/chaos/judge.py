@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from domain import Event, LeaseAcquired, LeaseTakenOver
+from entrypoints.devstack.judge import judge_stream
 from tests.chaos.harness import STOP_BOUND_S, THAW_CLOSE_BOUND_S, ChaosRun, Freeze, now_ms
 
 _CLOCK_TOLERANCE_MS = 300  # worker and simulator stamp the same instant a little apart
@@ -179,15 +180,15 @@ async def _sink(
     conn = await run.backend.router.get(cid)
     rows = await run.backend.messages(cid)
     checkpoint = conn.checkpoint_seq if conn is not None else 0
-    seqs = [m.seq for m in rows]
+    facts = judge_stream(cid, None, checkpoint, [m.seq for m in rows])
     verdict.checks += 4
-    if len(seqs) != len(set(seqs)):
+    if facts.duplicated:
         verdict.fail(cid, "a seq is stored twice")
-    missing = sorted(set(range(1, checkpoint + 1)) - set(seqs))
-    if missing:
-        verdict.fail(cid, f"gap below the checkpoint {checkpoint}: missing {missing[:20]}")
-    beyond = sorted(s for s in seqs if s > checkpoint)
-    if beyond and beyond != list(range(checkpoint + 1, checkpoint + 1 + len(beyond))):
+    if facts.missing_below_checkpoint:
+        missing = list(facts.missing_below_checkpoint[:20])
+        verdict.fail(cid, f"gap below the checkpoint {checkpoint}: missing {missing}")
+    if not facts.past_checkpoint_contiguous:
+        beyond = list(facts.beyond_checkpoint)
         verdict.fail(cid, f"rows past the checkpoint {checkpoint} are not contiguous: {beyond}")
     wrong = [m.seq for m in rows if m.data != f"{cid}:{m.seq}"]
     if wrong:
