@@ -1,15 +1,11 @@
-"""Worker timings as WSFLEET_* variables: the benchmarks run the real worker process, which
-reads its configuration from the environment only."""
-
-import attrs
+"""Worker timings of the benchmarks: the real worker process reads its configuration from the
+environment only (entrypoints/devstack/workers.py writes it there)."""
 
 from application.config import WorkerConfig
+from entrypoints.devstack.workers import worker_timings
 
 BENCH_CONFIG = WorkerConfig().scaled(0.1)  # lease 2 s, heartbeat 0.5 s, desired-state 1 s
 
 
 def worker_env(config: WorkerConfig) -> dict[str, str]:
-    return {
-        f"WSFLEET_{field.name.upper()}": str(getattr(config, field.name))
-        for field in attrs.fields(WorkerConfig)
-    }
+    return worker_timings(config)

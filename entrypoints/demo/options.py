@@ -16,6 +16,10 @@ import attrs
 from entrypoints.cli.options import PREFIX
 
 
+class DemoError(Exception):
+    """The demo could not run as planned (a process failed to start, a phase timed out)."""
+
+
 @attrs.frozen
 class DemoOptions:
     backend: str = "embedded"

@@ -14,7 +14,7 @@ import pytest
 
 from entrypoints.cli.main import main
 from entrypoints.devstack.aws import LocalAws
-from tests.e2e.cli_process import CliProcess, run_cli
+from tests.e2e.cli_process import cli_process, run_cli
 from tests.support.deployment import create_deployment_sync
 
 COMMANDS = ("worker", "api", "start", "stop", "status", "history", "simulate-upstream", "demo")
@@ -158,11 +158,11 @@ async def test_simulator_api_and_worker_run_and_the_operator_commands_see_them(
     WHEN connections are STARTed through the API and through `wsfleet start`
     THEN the worker streams both, `status` and `history` show it, `stop` stops one, and every
     process exits 0 on SIGTERM."""
-    simulator = await CliProcess(
+    simulator = await cli_process(
         "simulator", ["simulate-upstream", "--port", "0", "--rate", "20"], tmp_path, {}
     ).start()
-    api = await CliProcess("api", ["api", "--port", "0"], tmp_path, FAST).start()
-    worker = await CliProcess("worker", ["worker", "--name", "w1"], tmp_path, FAST).start()
+    api = await cli_process("api", ["api", "--port", "0"], tmp_path, FAST).start()
+    worker = await cli_process("worker", ["worker", "--name", "w1"], tmp_path, FAST).start()
     processes = (worker, api, simulator)
     try:
         sim_url = (await simulator.wait_for_line(r"listening on (ws://\S+)")).group(1)
@@ -202,7 +202,7 @@ async def test_simulator_api_and_worker_run_and_the_operator_commands_see_them(
             assert await process.wait(15) == 0, process.output()
     finally:
         for process in processes:
-            await process.stop()
+            await process.kill()
 
 
 def test_the_aws_backend_switch_works_against_a_local_endpoint(
