@@ -142,11 +142,12 @@ def _history_explains_subscribers(
         latest = mine[-1]
         passed_on = [g for g in grants if g.token > latest.token and g.at_ms < at - tolerance]
         if passed_on:
+            taker = names.get(worker_of(passed_on[0].owner), passed_on[0].owner)
             verdict.fail(
                 cid,
                 f"subscriber #{conn['number']} of {owner} opened at {at} under token "
                 f"{latest.token}, after token {passed_on[0].token} went to "
-                f"{names.get(worker_of(passed_on[0].owner), passed_on[0].owner)} at {passed_on[0].at_ms}",
+                f"{taker} at {passed_on[0].at_ms}",
             )
     if unattributed:
         verdict.notes.append(f"{cid}: {unattributed} subscribers too brief to attribute")
