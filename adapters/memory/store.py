@@ -14,6 +14,7 @@ from domain import (
     Connection,
     DesiredState,
     Event,
+    OpenSession,
     SessionCommand,
     SessionEvent,
     WorkerSession,
@@ -56,6 +57,9 @@ class InMemoryConnectionStore(ConnectionStore):
         async with self._lock:
             self._count(type(command).__name__)
             state = self._sessions.get(command.session_id)
+            if state is None and isinstance(command, OpenSession):
+                # A forgotten session's log outlives it: an id is never opened twice.
+                state = fold_session(self._session_log.get(command.session_id, [])[:1])
             events = decide_session(state, command, now_ms)
             if not events:
                 assert state is not None

@@ -1,11 +1,16 @@
-"""One function maps a connections row to a domain Connection, one maps back; same for events."""
+"""One function maps a row to a domain value, one maps back: connections, sessions, events."""
 
 import json
 import sqlite3
 from typing import Any
 
-from domain import Connection, DesiredState, Event, StopReason
-from domain.codec import event_from_dict, event_to_dict
+from domain import Connection, DesiredState, Event, SessionEvent, StopReason, WorkerSession
+from domain.codec import (
+    event_from_dict,
+    event_to_dict,
+    session_event_from_dict,
+    session_event_to_dict,
+)
 
 CONNECTION_COLUMNS = (
     "connection_id",
@@ -14,13 +19,22 @@ CONNECTION_COLUMNS = (
     "ws_url",
     "owner",
     "token",
-    "expires_at_ms",
     "checkpoint_seq",
     "failures",
     "not_before_ms",
     "stop_reason",
     "updated_at_ms",
-    "available_at_ms",
+)
+
+SESSION_COLUMNS = (
+    "session_id",
+    "version",
+    "expires_at_ms",
+    "held",
+    "capacity",
+    "ended_reason",
+    "opened_at_ms",
+    "updated_at_ms",
 )
 
 
@@ -32,13 +46,11 @@ def connection_to_row(conn: Connection) -> dict[str, Any]:
         "ws_url": conn.ws_url,
         "owner": conn.owner,
         "token": conn.token,
-        "expires_at_ms": conn.expires_at_ms,
         "checkpoint_seq": conn.checkpoint_seq,
         "failures": conn.failures,
         "not_before_ms": conn.not_before_ms,
         "stop_reason": conn.stop_reason.value if conn.stop_reason else None,
         "updated_at_ms": conn.updated_at_ms,
-        "available_at_ms": conn.available_at_ms,  # derived, stored for the orphan index
     }
 
 
@@ -50,11 +62,36 @@ def connection_from_row(row: sqlite3.Row) -> Connection:
         ws_url=row["ws_url"],
         owner=row["owner"],
         token=row["token"],
-        expires_at_ms=row["expires_at_ms"],
         checkpoint_seq=row["checkpoint_seq"],
         failures=row["failures"],
         not_before_ms=row["not_before_ms"],
         stop_reason=StopReason(row["stop_reason"]) if row["stop_reason"] else None,
+        updated_at_ms=row["updated_at_ms"],
+    )
+
+
+def session_to_row(session: WorkerSession) -> dict[str, Any]:
+    return {
+        "session_id": session.session_id,
+        "version": session.version,
+        "expires_at_ms": session.expires_at_ms,
+        "held": session.held,
+        "capacity": session.capacity,
+        "ended_reason": session.ended_reason,
+        "opened_at_ms": session.opened_at_ms,
+        "updated_at_ms": session.updated_at_ms,
+    }
+
+
+def session_from_row(row: sqlite3.Row) -> WorkerSession:
+    return WorkerSession(
+        session_id=row["session_id"],
+        version=row["version"],
+        expires_at_ms=row["expires_at_ms"],
+        held=row["held"],
+        capacity=row["capacity"],
+        ended_reason=row["ended_reason"],
+        opened_at_ms=row["opened_at_ms"],
         updated_at_ms=row["updated_at_ms"],
     )
 
@@ -71,3 +108,17 @@ def event_to_row(event: Event) -> dict[str, Any]:
 
 def event_from_row(row: sqlite3.Row) -> Event:
     return event_from_dict(json.loads(row["body"]))
+
+
+def session_event_to_row(event: SessionEvent) -> dict[str, Any]:
+    return {
+        "session_id": event.session_id,
+        "version": event.version,
+        "event_type": type(event).__name__,
+        "at_ms": event.at_ms,
+        "body": json.dumps(session_event_to_dict(event), separators=(",", ":")),
+    }
+
+
+def session_event_from_row(row: sqlite3.Row) -> SessionEvent:
+    return session_event_from_dict(json.loads(row["body"]))

@@ -1,25 +1,41 @@
 """The SQLite schema, defined once. Every statement is idempotent (IF NOT EXISTS), so any
 number of processes may open a database file at once and each ensures the tables it needs.
 
-connections: one row per connection, the current state (the fold of its events).
-  available_at_ms = max(lease expiry, back-off) is stored so the orphan query is one range
-  scan of the index (desired_state, available_at_ms, connection_id); connection_id is the
-  tiebreak that makes keyset pagination exact.
-connection_events: the ownership log (domain.OWNERSHIP_EVENTS), one row per event, keyed by
-  (connection_id, version); renewals and checkpoints are not logged (as in DynamoDB).
+connections: one row per connection, the current state (the fold of its events). A lease has
+  no expiry of its own (issue 12): it is held while its owner's session is live, so nothing
+  here moves on a heartbeat. Three indexes, each for one question:
+  - connections_unowned: STARTED with no owner, by (not_before_ms, connection_id) — the orphans
+    whose back-off is over are one range scan, and the earliest back-off end one seek;
+    connection_id is the tiebreak that makes keyset pagination exact;
+  - connections_by_owner: owned ones by (owner, connection_id) — a dead session's
+    connections, whether a session still owns anything (forget), and the distinct owners
+    (a loose index scan: one seek per owner);
+  - connections_stops: STOPPED and still owned, by owner — what `stop_requested` reads, a few
+    rows whatever the session holds.
+sessions: one row per worker session, the current state; the heartbeat updates only this row.
+  sessions_live_by_expiry answers "when does the next live session expire" with one seek.
+connection_events: the ownership log (domain.OWNERSHIP_EVENTS), keyed (connection_id, version);
+  checkpoints are not logged (as in DynamoDB).
+session_events: SessionOpened and SessionEnded (domain.SESSION_LOG_EVENTS), keyed
+  (session_id, version); renewals are not logged. Kept after the session row is forgotten.
 notifications: the hint queue. visible_at_ms is wall-clock epoch ms (comparable across
   processes); a received row carries the receipt of its latest delivery.
 messages: the message sink, keyed (connection_id, seq) so a rewrite overwrites; `writes`
   counts how often a seq was written (above 1: re-received after a takeover, or a retried
   batch), which the demo reports.
+
+A query that should use a partial index repeats the index's WHERE terms literally: SQLite
+uses a partial index only when it can prove the query implies them.
 """
 
 CONNECTIONS = "connections"
+SESSIONS = "sessions"
 EVENTS = "connection_events"
+SESSION_EVENTS = "session_events"
 NOTIFICATIONS = "notifications"
 MESSAGES = "messages"
 
-# WITHOUT ROWID: the text primary key is the table's own key, so the secondary index carries
+# WITHOUT ROWID: the text primary key is the table's own key, so a secondary index carries
 # connection_id and a lookup by id is one B-tree search.
 STORE_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {CONNECTIONS} (
@@ -29,16 +45,32 @@ CREATE TABLE IF NOT EXISTS {CONNECTIONS} (
     ws_url          TEXT NOT NULL,
     owner           TEXT NOT NULL,
     token           INTEGER NOT NULL,
-    expires_at_ms   INTEGER NOT NULL,
     checkpoint_seq  INTEGER NOT NULL,
     failures        INTEGER NOT NULL,
     not_before_ms   INTEGER NOT NULL,
     stop_reason     TEXT,
-    updated_at_ms   INTEGER NOT NULL,
-    available_at_ms INTEGER NOT NULL
+    updated_at_ms   INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS {CONNECTIONS}_by_availability
-    ON {CONNECTIONS} (desired_state, available_at_ms, connection_id);
+CREATE INDEX IF NOT EXISTS {CONNECTIONS}_unowned
+    ON {CONNECTIONS} (not_before_ms, connection_id)
+    WHERE desired_state = 'STARTED' AND owner = '';
+CREATE INDEX IF NOT EXISTS {CONNECTIONS}_by_owner
+    ON {CONNECTIONS} (owner, connection_id) WHERE owner != '';
+CREATE INDEX IF NOT EXISTS {CONNECTIONS}_stops
+    ON {CONNECTIONS} (owner, connection_id)
+    WHERE desired_state = 'STOPPED' AND owner != '';
+CREATE TABLE IF NOT EXISTS {SESSIONS} (
+    session_id    TEXT PRIMARY KEY,
+    version       INTEGER NOT NULL,
+    expires_at_ms INTEGER NOT NULL,
+    held          INTEGER NOT NULL,
+    capacity      INTEGER NOT NULL,
+    ended_reason  TEXT,
+    opened_at_ms  INTEGER NOT NULL,
+    updated_at_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS {SESSIONS}_live_by_expiry
+    ON {SESSIONS} (expires_at_ms) WHERE ended_reason IS NULL;
 CREATE TABLE IF NOT EXISTS {EVENTS} (
     connection_id TEXT NOT NULL,
     version       INTEGER NOT NULL,
@@ -46,6 +78,14 @@ CREATE TABLE IF NOT EXISTS {EVENTS} (
     at_ms         INTEGER NOT NULL,
     body          TEXT NOT NULL,
     PRIMARY KEY (connection_id, version)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS {SESSION_EVENTS} (
+    session_id TEXT NOT NULL,
+    version    INTEGER NOT NULL,
+    event_type TEXT NOT NULL,
+    at_ms      INTEGER NOT NULL,
+    body       TEXT NOT NULL,
+    PRIMARY KEY (session_id, version)
 ) WITHOUT ROWID;
 """
 

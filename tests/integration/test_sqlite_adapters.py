@@ -3,17 +3,19 @@ The port behaviour itself is in tests/contract; this covers what no other adapte
 wrong the same way."""
 
 import asyncio
+import sqlite3
 import sys
 from pathlib import Path
 
 import pytest
 
 from adapters.memory.clock import FakeClock
+from adapters.sqlite import store as sqlite_store
 from adapters.sqlite.queue import SqliteNotificationQueue
-from adapters.sqlite.store import MAX_IDS_PER_QUERY, SqliteConnectionStore
+from adapters.sqlite.store import SqliteConnectionStore
 from adapters.system.clock import SystemClock
 from application.errors import ConfigurationError, QueueUnavailable, StoreUnavailable
-from domain import DesiredState
+from domain import LeaseTakenOver
 
 URL = "wss://upstream.example/stream"
 NOW = 1_700_000_000_000
@@ -59,6 +61,7 @@ async def test_lock_held_past_busy_timeout_is_store_unavailable_until_its_holder
     path = tmp_path / "fleet.sqlite"
     async with SqliteConnectionStore.open(path, busy_timeout_s=0.2) as store:
         await store.start("conn-1", URL, NOW)
+        await store.open_session("worker-a", 60_000, 10, NOW)
         holder = await asyncio.create_subprocess_exec(
             sys.executable, "-c", LOCK_HOLDER, str(path), stdout=asyncio.subprocess.PIPE
         )
@@ -66,13 +69,13 @@ async def test_lock_held_past_busy_timeout_is_store_unavailable_until_its_holder
             assert holder.stdout is not None
             assert (await holder.stdout.readline()).strip() == b"locked"
             with pytest.raises(StoreUnavailable, match="locked"):
-                await store.try_acquire("conn-1", "worker-a", 10_000, NOW + 1)
+                await store.try_acquire("conn-1", "worker-a", NOW + 1)
             assert (await store.get("conn-1")) is not None  # readers are never blocked (WAL)
         finally:
             holder.kill()
             await holder.wait()
 
-        acquired = await store.try_acquire("conn-1", "worker-a", 10_000, NOW + 2)
+        acquired = await store.try_acquire("conn-1", "worker-a", NOW + 2)
         assert acquired is not None
         assert (acquired.owner, acquired.token) == ("worker-a", 1)
 
@@ -80,29 +83,91 @@ async def test_lock_held_past_busy_timeout_is_store_unavailable_until_its_holder
 async def test_orphan_pages_return_every_orphan_once_even_when_all_share_one_time(
     tmp_path: Path,
 ) -> None:
-    """Never-leased connections all have available_at_ms 0: the keyset must break the tie."""
+    """Never-leased connections all have not_before_ms 0: the keyset must break the tie; a dead
+    owner's connections are paged by id the same way."""
     async with SqliteConnectionStore.open(tmp_path / "db.sqlite") as store:
         ids = [f"conn-{i:03d}" for i in range(23)]
         for cid in ids:
             await store.start(cid, URL, NOW)
-        await store.try_acquire("conn-007", "worker-a", 60_000, NOW)
+        await store.open_session("worker-a", 60_000, 10, NOW)
+        await store.try_acquire("conn-007", "worker-a", NOW)
 
         pages = [page async for page in store.iter_orphans(NOW + 1, page_size=5)]
 
         assert [len(p) for p in pages] == [5, 5, 5, 5, 2]
         assert sorted(c.connection_id for p in pages for c in p) == sorted(set(ids) - {"conn-007"})
+        for cid in ids[:12]:
+            await store.try_acquire(cid, "worker-a", NOW + 2)
+        await store.end_session("worker-a", "gone", NOW + 3)
+        pages = [page async for page in store.iter_orphans(NOW + 4, page_size=5)]
+        assert sorted(c.connection_id for p in pages for c in p) == ids
+        assert all(len(p) <= 5 for p in pages)
 
 
-async def test_desired_states_of_more_ids_than_one_query_binds(tmp_path: Path) -> None:
-    async with SqliteConnectionStore.open(tmp_path / "db.sqlite") as store:
-        for cid in ("conn-a", "conn-b"):
-            await store.start(cid, URL, NOW)
-        await store.stop("conn-b", NOW)
-        asked = [f"absent-{i}" for i in range(2 * MAX_IDS_PER_QUERY + 7)] + ["conn-b", "conn-a"]
+async def test_a_connection_whose_owner_row_is_gone_is_an_orphan_and_is_taken_over(
+    tmp_path: Path,
+) -> None:
+    """The store never deletes a session that owns something (forget_session checks under the
+    write lock), but a file edited by hand or restored from a partial copy may hold one: a
+    missing session is a dead one, to discovery (iter_orphans) as to acquire."""
+    path = tmp_path / "db.sqlite"
+    async with SqliteConnectionStore.open(path) as store:
+        await store.start("conn-1", URL, NOW)
+        await store.open_session("lost", 60_000, 10, NOW)
+        await store.open_session("worker-b", 60_000, 10, NOW)
+        assert await store.try_acquire("conn-1", "lost", NOW) is not None
+        with sqlite3.connect(path) as raw:
+            raw.execute("DELETE FROM sessions WHERE session_id = 'lost'")
 
-        states = await store.desired_states(asked)
+        assert [c.connection_id async for p in store.iter_orphans(NOW + 1, 10) for c in p] == [
+            "conn-1"
+        ]
+        taken = await store.try_acquire("conn-1", "worker-b", NOW + 1)
 
-        assert states == {"conn-a": DesiredState.STARTED, "conn-b": DesiredState.STOPPED}
+        assert taken is not None
+        assert (taken.owner, taken.token) == ("worker-b", 2)
+        last = (await store.history("conn-1"))[-1]
+        assert isinstance(last, LeaseTakenOver)
+        assert last.previous_owner == "lost"
+
+
+async def test_every_store_query_is_served_by_its_index(tmp_path: Path) -> None:
+    """The reconciliation, STOP and forget queries read an index, not the table: their cost
+    follows what they return (orphans, STOPs, owners), not the connections stored."""
+    path = tmp_path / "db.sqlite"
+    async with SqliteConnectionStore.open(path):
+        pass
+    queries: dict[str, tuple[tuple[object, ...] | dict[str, object], str]] = {
+        sqlite_store._UNOWNED_PAGE: ((NOW, 0, "", 10), "connections_unowned"),
+        sqlite_store._DEAD_OWNERS: ({"now": NOW}, "connections_by_owner"),
+        sqlite_store._OWNED_PAGE: (("s", "", NOW, 10), "connections_by_owner"),
+        sqlite_store._NEXT_BACKOFF_END: ((NOW,), "connections_unowned"),
+        sqlite_store._NEXT_SESSION_EXPIRY: ((NOW,), "sessions_live_by_expiry"),
+        sqlite_store._STOPS: (("s",), "connections_stops"),
+        sqlite_store._OWNS_ANY: (("s",), "connections_by_owner"),
+    }
+    with sqlite3.connect(path) as raw:
+        for sql, (params, index) in queries.items():
+            plan = " | ".join(row[3] for row in raw.execute(f"EXPLAIN QUERY PLAN {sql}", params))
+            assert f"INDEX {index}" in plan, (sql, plan)
+            assert "SCAN connections" not in plan, (sql, plan)
+
+
+async def test_a_file_from_before_session_leases_is_refused_by_name(tmp_path: Path) -> None:
+    """The connections table as wsfleet created it before issue 12 (per-lease expiry)."""
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as raw:
+        raw.execute(
+            "CREATE TABLE connections (connection_id TEXT PRIMARY KEY, version INTEGER NOT NULL, "
+            "desired_state TEXT NOT NULL, ws_url TEXT NOT NULL, owner TEXT NOT NULL, "
+            "token INTEGER NOT NULL, expires_at_ms INTEGER NOT NULL, "
+            "checkpoint_seq INTEGER NOT NULL, failures INTEGER NOT NULL, "
+            "not_before_ms INTEGER NOT NULL, stop_reason TEXT, updated_at_ms INTEGER NOT NULL, "
+            "available_at_ms INTEGER NOT NULL) WITHOUT ROWID"
+        )
+
+    with pytest.raises(ConfigurationError, match="before session leases"):
+        await SqliteConnectionStore.connect(path)
 
 
 async def test_two_queue_instances_on_one_file_never_hold_the_same_hint_at_once(
@@ -163,4 +228,5 @@ async def test_store_and_queue_share_one_database_file(tmp_path: Path) -> None:
         await queue.send(["conn-1"])
         [hint] = await queue.receive(1, wait_s=0)
         assert hint.connection_id is not None
-        assert await store.try_acquire(hint.connection_id, "worker-a", 10_000, NOW) is not None
+        await store.open_session("worker-a", 60_000, 10, NOW)
+        assert await store.try_acquire(hint.connection_id, "worker-a", NOW) is not None
