@@ -359,8 +359,12 @@ class DynamoDbConnectionStore(ConnectionStore):
         update = checkpoint_update(command.checkpoint_seq, now_ms)
         for attempt in range(self._max_attempts):
             try:
-                item = await self._update_connection(
-                    command.connection_id, conditions.checkpoint_without_read(command), update
+                item = await self._update(
+                    self._tables.connections,
+                    key(command.connection_id),
+                    conditions.checkpoint_without_read(command),
+                    update,
+                    "Checkpoint",
                 )
             except _ConditionFailed as refused:
                 state = connection_from_item(refused.item) if refused.item else None
@@ -374,13 +378,6 @@ class DynamoDbConnectionStore(ConnectionStore):
             return CommandResult(connection_from_item(item), True)
         raise StoreUnavailable(
             f"Checkpoint of {command.connection_id!r} gave up after {self._max_attempts} attempts"
-        )
-
-    async def _update_connection(
-        self, connection_id: str, condition: Expression, update: Expression
-    ) -> Mapping[str, Any]:
-        return await self._update(
-            self._tables.connections, key(connection_id), condition, update, "Checkpoint"
         )
 
     async def _update(
