@@ -1,5 +1,5 @@
-"""Worker timings and limits, validated once. Defaults follow the article (lease 20 s,
-heartbeat 5 s, desired-state check 10 s) except where noted in docs/decisions.md."""
+"""Worker timings and limits, validated once. The lease is the worker session's (issue 12): one
+heartbeat per worker, so it can be short; docs/decisions.md justifies each default."""
 
 from typing import Any
 
@@ -15,14 +15,20 @@ def _positive(instance: object, attribute: "attrs.Attribute[Any]", value: float)
 
 @attrs.frozen
 class WorkerConfig:
-    lease_ms: int = attrs.field(default=20_000, validator=_positive)
-    heartbeat_interval_s: float = attrs.field(default=5.0, validator=_positive)
-    # Stop trusting the lease this long before it ends (measured from the start of the last
+    # The worker session's lease: a crashed worker's connections are orphans this long after
+    # its last renew at most.
+    lease_ms: int = attrs.field(default=4_000, validator=_positive)
+    heartbeat_interval_s: float = attrs.field(default=1.0, validator=_positive)
+    # Stop trusting the session this long before it ends (measured from the start of the last
     # successful renew on the monotonic clock). Two workers never overlap while the skew
-    # between their wall clocks plus store latency stays below this margin; 6 s covers a
-    # quarter-lease skew with a second to spare (docs/decisions.md).
-    self_fence_margin_ms: int = attrs.field(default=6_000, validator=_positive)
-    desired_state_interval_s: float = attrs.field(default=10.0, validator=_positive)
+    # between their wall clocks plus store latency stays below this margin (docs/decisions.md).
+    self_fence_margin_ms: int = attrs.field(default=1_000, validator=_positive)
+    # How often a worker asks which of its connections were STOPPED (one indexed read).
+    desired_state_interval_s: float = attrs.field(default=2.0, validator=_positive)
+    # A connection's checkpoint is recorded in the store this often while it streams (and on
+    # every release); a new owner after a crash resumes from what the sink shows stored past
+    # it. With a sink that cannot say, everything after the checkpoint is received again.
+    checkpoint_interval_s: float = attrs.field(default=3_600.0, validator=_positive)
     # Reconciliation wakes when the next lease can expire (the store says when), and at least
     # this often; jitter keeps the fleet from querying in lock-step.
     reconcile_interval_s: float = attrs.field(default=60.0, validator=_positive)
@@ -67,6 +73,7 @@ class WorkerConfig:
             heartbeat_interval_s=self.heartbeat_interval_s * factor,
             self_fence_margin_ms=max(1, int(self.self_fence_margin_ms * factor)),
             desired_state_interval_s=self.desired_state_interval_s * factor,
+            checkpoint_interval_s=self.checkpoint_interval_s * factor,
             reconcile_interval_s=self.reconcile_interval_s * factor,
             reconcile_jitter_s=self.reconcile_jitter_s * factor,
             poll_wait_s=self.poll_wait_s * factor,

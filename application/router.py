@@ -13,7 +13,7 @@ import attrs
 from application.errors import QueueUnavailable
 from application.ports import Clock, ConnectionStore, NotificationQueue
 from application.url_policy import UrlPolicy
-from domain import Connection, Event, validate_connection_id
+from domain import NO_OWNER, Connection, Event, SessionEvent, WorkerSession, validate_connection_id
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 class CommandOutcome:
     connection: Connection
     changed: bool  # False when the command repeated what was already so (idempotent replay)
+    # The owner's session, when there is one: whether the lease is held is judged by it.
+    sessions: dict[str, WorkerSession] = attrs.field(factory=dict)
 
 
 class EventRouter:
@@ -44,21 +46,34 @@ class EventRouter:
         result = await self._store.start(connection_id, ws_url, self._clock.now_ms())
         if result.changed:
             await self._hint(connection_id)
-        return CommandOutcome(result.connection, result.changed)
+        sessions = await self.owner_session(result.connection)
+        return CommandOutcome(result.connection, result.changed, sessions)
 
     async def stop(self, connection_id: str) -> CommandOutcome:
         """Raises InvalidCommand, ConnectionNotFound, StoreUnavailable."""
         validate_connection_id(connection_id)
         result = await self._store.stop(connection_id, self._clock.now_ms())
-        return CommandOutcome(result.connection, result.changed)
+        sessions = await self.owner_session(result.connection)
+        return CommandOutcome(result.connection, result.changed, sessions)
 
     async def get(self, connection_id: str) -> Connection | None:
         validate_connection_id(connection_id)
         return await self._store.get(connection_id)
 
+    async def owner_session(self, conn: Connection) -> dict[str, WorkerSession]:
+        """The session that owns `conn` (one read, only when it has an owner), as a lookup
+        for `Connection.lease_status`."""
+        if conn.owner == NO_OWNER:
+            return {}
+        session = await self._store.get_session(conn.owner)
+        return {} if session is None else {session.session_id: session}
+
     async def history(self, connection_id: str) -> Sequence[Event]:
         validate_connection_id(connection_id)
         return await self._store.history(connection_id)
+
+    async def session_history(self, session_id: str) -> Sequence[SessionEvent]:
+        return await self._store.session_history(session_id)
 
     async def _hint(self, connection_id: str) -> None:
         try:

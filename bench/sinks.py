@@ -22,6 +22,9 @@ class DiscardSink:
     async def write(self, messages: Sequence[StoredMessage]) -> None:
         return None
 
+    async def resume_point(self, connection_id: str, checkpoint_seq: int) -> int | None:
+        return None  # keeps nothing, so cannot say
+
 
 class TimingSink:
     def __init__(self, inner: MessageSink) -> None:
@@ -36,6 +39,9 @@ class TimingSink:
         self.writes = 0
         self.within_target = 0
         self.max_ms: int = 0
+
+    async def resume_point(self, connection_id: str, checkpoint_seq: int) -> int | None:
+        return await self._inner.resume_point(connection_id, checkpoint_seq)
 
     async def write(self, messages: Sequence[StoredMessage]) -> None:
         await self._inner.write(messages)

@@ -83,8 +83,10 @@ def _checked_sink(sink: Any, ref: str) -> MessageSink:
     max_batch = getattr(sink, "max_batch", None)
     max_bytes = getattr(sink, "max_message_bytes", None)
     write = getattr(sink, "write", None)
+    resume_point = getattr(sink, "resume_point", None)
     if (
         not inspect.iscoroutinefunction(write)
+        or not inspect.iscoroutinefunction(resume_point)
         or not isinstance(max_batch, int)
         or max_batch < 1
         or not isinstance(max_bytes, int)
@@ -92,7 +94,8 @@ def _checked_sink(sink: Any, ref: str) -> MessageSink:
     ):
         raise ConfigurationError(
             f"{SINK_VARIABLE}={ref!r}: {type(sink).__name__} is not a MessageSink (needs int "
-            "attributes max_batch >= 1 and max_message_bytes >= 1, and async write(messages))"
+            "attributes max_batch >= 1 and max_message_bytes >= 1, async write(messages) and "
+            "async resume_point(connection_id, checkpoint_seq), which may return None)"
         )
     checked: MessageSink = sink
     return checked

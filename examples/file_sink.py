@@ -5,7 +5,8 @@ Point a worker at it with
     WSFLEET_MESSAGE_SINK=examples.file_sink:create
     FILE_SINK_DIR=/var/lib/wsfleet-messages
 
-The contract (application/ports/sink.py): `max_batch`, `max_message_bytes`, and
+The contract (application/ports/sink.py): `max_batch`, `max_message_bytes`,
+`async resume_point(connection_id, checkpoint_seq)` (None here: see below), and
 `async write(messages)` that stores every message durably before returning, idempotently on
 (connection_id, seq) — the worker retries whole batches, and a new owner may re-read up to one
 heartbeat of messages after a crash. Here idempotency comes from the file name: writing seq 42
@@ -13,6 +14,9 @@ twice replaces one file with an identical one. Blocking file I/O runs in a threa
 event loop. A sink that forwards to Kinesis, Kafka or a transcription service has the same
 shape: an idempotency key of (connection_id, seq), a batch per call, and SinkUnavailable when
 the batch may not have been stored (the worker then retries it and holds the checkpoint back).
+This example cannot say where a new owner resumes (`resume_point` returns None), so the worker
+records checkpoints with the connection for it, at a low rate: a sink that keeps each message's
+`prev_seq` and answers as the built-in ones do (the port's `follow_links`) saves those writes.
 This example does not fence (SinkRefused for a stale token or other data for a stored seq):
 the built-in sinks do, and a production sink should too.
 """
@@ -42,6 +46,9 @@ class FileSink:
             await asyncio.to_thread(self._write, messages)
         except OSError as exc:
             raise SinkUnavailable(f"cannot write to {self.directory}: {exc}") from exc
+
+    async def resume_point(self, connection_id: str, checkpoint_seq: int) -> int | None:
+        return None  # cannot answer: the worker falls back to checkpoint writes
 
     def _write(self, messages: Sequence[StoredMessage]) -> None:
         for message in messages:

@@ -46,9 +46,10 @@ WORKER: Grants = MappingProxyType(
             "dynamodb:UpdateItem",
         ),
         EVENTS: ("dynamodb:PutItem",),  # the ownership and session logs, in the transactions
-        # the default message sink: a conditional PutItem per message (fenced), and a
-        # GetItem to read back a refused one when the service returns no old item
-        MESSAGES: ("dynamodb:GetItem", "dynamodb:PutItem"),
+        # the default message sink: a conditional PutItem per message (fenced), a GetItem
+        # to read back a refused one when the service returns no old item, and a Query of a
+        # connection's prev links for its resume point on takeover
+        MESSAGES: ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"),
     }
 )
 

@@ -165,6 +165,7 @@ def message_to_item(message: StoredMessage, expires_at_s: int | None) -> Item:
         schema.TIMESTAMP_MS: n(message.received_at_ms),
         schema.WORKER_ID: s(message.worker_id),
         schema.FENCING_TOKEN: n(message.token),
+        schema.MESSAGE_PREV: n(message.prev_seq),
     }
     if expires_at_s is not None:
         item[schema.EXPIRES_AT] = n(expires_at_s)
@@ -179,6 +180,7 @@ def message_from_item(item: StoredItem) -> StoredMessage:
         received_at_ms=_int(item, schema.TIMESTAMP_MS),
         worker_id=item[schema.WORKER_ID]["S"],
         token=_int(item, schema.FENCING_TOKEN),
+        prev_seq=_int(item, schema.MESSAGE_PREV),
     )
 
 

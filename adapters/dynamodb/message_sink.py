@@ -17,6 +17,16 @@ Cost: 1 WCU per message up to 1 KB, as with BatchWriteItem (a refused condition 
 25 requests instead of one, in parallel on the client's connection pool. Throttling is retried
 by botocore's standard retry mode; what remains becomes SinkUnavailable (the caller retries
 the whole batch: every put is idempotent).
+
+Each item carries its prev link (`prev`, StoredMessage.prev_seq). `resume_point` is one Query
+on the connection's partition, `sk > :checkpoint` ascending, strongly consistent, projecting
+`sk` and `prev` only, page after page until the first hole (no page is read past it) or the end.
+Its cost: a Query is billed on the size of the items it reads, not on what it projects, rounded
+up to 4 KB per page; strongly consistent, so one read unit per 4 KB read: about 0.25 RRU per
+1 KB message above the checkpoint (1 RRU per message up to 4 KB, 100 at the 400 KB item limit),
+and at least 1 RRU per call. A page holds up to 1 MB of items (256 RRU); so the cost and the
+time of a takeover grow with the messages stored since the connection's last recorded
+checkpoint, which is what a periodic checkpoint bounds (docs/deploy.md, docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from adapters.dynamodb import schema
 from adapters.dynamodb.errors import CONDITION_FAILED, error_code, failed_item, unavailable_as
 from adapters.dynamodb.items import message_to_item
 from application.errors import ConfigurationError, SinkRefused, SinkUnavailable
-from application.ports.sink import StoredMessage, storable
+from application.ports.sink import StoredMessage, follow_links, storable
 
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb.client import DynamoDBClient
@@ -41,7 +51,7 @@ MAX_BATCH = 25  # puts in flight at once per batch
 # DynamoDB's item limit is 400 KB, attribute names and values included; read as 400,000 bytes,
 # the strictest reading (the service takes a little more, moto stops at 405,000). The rest of a
 # message item is bounded: a 128-character connection id, a 256-character worker id, seq,
-# token, timestamp and TTL numbers, and seven attribute names, under 1 KiB together.
+# token, timestamp, TTL and prev numbers, and eight attribute names, under 1 KiB together.
 ITEM_LIMIT_BYTES = 400_000
 ITEM_OVERHEAD_BYTES = 1024
 MAX_MESSAGE_BYTES = ITEM_LIMIT_BYTES - ITEM_OVERHEAD_BYTES
@@ -69,13 +79,19 @@ class DynamoDbMessageSink:
         *,
         retention_s: int | None = None,
         concurrency: int = MAX_BATCH,
+        query_page_limit: int | None = None,
     ) -> None:
         """`retention_s`: if set, each message carries a TTL (`expires_at`, epoch seconds) that
-        many seconds after it was received; DynamoDB deletes expired items within days."""
+        many seconds after it was received; DynamoDB deletes expired items within days.
+        `query_page_limit`: the most items one page of `resume_point` reads (None: as many as
+        fit in DynamoDB's 1 MB page), for tests of its paging."""
         if retention_s is not None and retention_s <= 0:
             raise ConfigurationError(f"retention_s must be positive, got {retention_s}")
         if concurrency < 1:
             raise ConfigurationError(f"concurrency must be at least 1, got {concurrency}")
+        if query_page_limit is not None and query_page_limit < 1:
+            raise ConfigurationError(f"query_page_limit must be at least 1, got {query_page_limit}")
+        self._page_limit = query_page_limit
         self._client = client
         self._table = table
         self._retention_s = retention_s
@@ -85,7 +101,8 @@ class DynamoDbMessageSink:
         # round trip per batch; the client's pool is sized max_connections + headroom
         # (entrypoints/containers.py), so renewals still find a connection free.
         self._puts = asyncio.Semaphore(concurrency)
-        self.operations: dict[str, int] = {}  # "write", "PutItem", "messages"
+        # "write", "PutItem", "messages"; "Query" (pages) and "links" (items) of resume_point
+        self.operations: dict[str, int] = {}
 
     async def write(self, messages: Sequence[StoredMessage]) -> None:
         if len(messages) > self.max_batch:
@@ -110,6 +127,38 @@ class DynamoDbMessageSink:
             raise SinkRefused(
                 stale=frozenset(stale), conflicts=frozenset(conflicts), invalid=frozenset(invalid)
             )
+
+    async def resume_point(self, connection_id: str, checkpoint_seq: int) -> int:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "#pk = :pk AND #sk > :checkpoint",
+            "ProjectionExpression": "#sk, #prev",
+            "ExpressionAttributeNames": {
+                "#pk": schema.PK,
+                "#sk": schema.SK,
+                "#prev": schema.MESSAGE_PREV,
+            },
+            "ExpressionAttributeValues": {
+                ":pk": {"S": schema.connection_key(connection_id)},
+                ":checkpoint": {"N": str(checkpoint_seq)},
+            },
+            "ScanIndexForward": True,
+            "ConsistentRead": True,  # a put acknowledged to the dead owner must be seen
+        }
+        if self._page_limit is not None:
+            request["Limit"] = self._page_limit
+        current = checkpoint_seq
+        while True:
+            self._count("Query")
+            with unavailable_as(SinkUnavailable, "resume point read"):
+                response = await self._client.query(**request)
+            items = response["Items"]
+            self._count("links", len(items))
+            current, hole = follow_links(current, (_link(item) for item in items))
+            start = response.get("LastEvaluatedKey")
+            if hole or not start:
+                return current
+            request["ExclusiveStartKey"] = start
 
     async def _put(self, message: StoredMessage) -> str:
         """ "stored", "stale", "conflict" or "invalid"; raises SinkUnavailable."""
@@ -165,3 +214,11 @@ class DynamoDbMessageSink:
 
     def _count(self, name: str, value: int = 1) -> None:
         self.operations[name] = self.operations.get(name, 0) + value
+
+
+def _link(item: Any) -> tuple[int, int]:
+    """(seq, prev_seq) of a projected item. An item without a prev link (none should exist:
+    every put writes one) links to nothing, so the walk stops before it: a rewrite, not a loss."""
+    seq = int(item[schema.SK]["N"])
+    prev = item.get(schema.MESSAGE_PREV)
+    return seq, int(prev["N"]) if prev else seq

@@ -83,6 +83,10 @@ MESSAGE_DATA = "message_data"
 TIMESTAMP_MS = "timestamp_ms"
 WORKER_ID = "worker_id"
 FENCING_TOKEN = "lease_token"
+# A message's prev link (StoredMessage.prev_seq), read by the sink's resume point. Not a key:
+# no table or index declares it, and items written before it existed need no migration
+# (nothing was deployed before it).
+MESSAGE_PREV = "prev"
 # Epoch seconds, the messages table's TTL attribute. Connection items never expire: deleting a
 # stopped one would restart its fencing token at 0 on the next START, and tokens must never repeat.
 EXPIRES_AT = "expires_at"

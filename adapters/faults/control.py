@@ -1,23 +1,25 @@
 """ChaosControl: steers a FaultInjectingStore, a FaultInjectingSink and a SkewedClock inside a
-real worker process
-from a small JSON file that a chaos harness rewrites (tests/chaos). Test and chaos runs only:
-the entrypoints wire it when WSFLEET_CHAOS_CONTROL names the file, and never otherwise.
+real worker process from a small JSON file that a chaos harness rewrites (tests/chaos). Test
+and chaos runs only: the entrypoints wire it when WSFLEET_CHAOS_CONTROL names the file, and
+never otherwise.
 
 The file says which faults are wanted NOW; a key left out means "no such fault":
 
     {"revision": 7, "outage": false, "severed": false, "latency_s": 0.3, "error_rate": 0.2,
-     "timeout_s": 0.4, "timeout_rate": 0.3, "skew_ms": -500, "fail": {"renew": 1},
-     "lose_responses": {"renew": 2}, "sink_outage": false, "sink_latency_s": 0.5,
-     "sink_fail": {"partial": 2, "applied": 1}}
+     "timeout_s": 0.4, "timeout_rate": 0.3, "skew_ms": -500, "fail": {"RenewSession": 1},
+     "lose_responses": {"Acquire": 2, "stop_requested": 1}, "sink_outage": false,
+     "sink_latency_s": 0.5, "sink_fail": {"partial": 2, "applied": 1}}
 
-`fail` (calls refused unapplied), `lose_responses` (calls applied whose response is lost) and
-`sink_fail` (sink writes failing after storing nothing, some or all of the batch: see
-adapters/faults/sink.py) are one-shot plans, set when `revision` grows: they replace whatever
-an earlier revision planned and was not used yet (a plan for a call a worker rarely makes must
-not linger into the next fault). A missing file means no faults. The
-file is polled every `interval_s` and read in a thread (the loop never waits on the disk); a
-writer should replace it atomically (write, then rename). Each applied revision is logged once
-("chaos faults applied", with `chaos_revision`), which is how a harness knows it took effect.
+`fail` (calls refused unapplied) and `lose_responses` (calls applied whose response is lost)
+name store operations as the FaultInjectingStore does: a command by its class name, a query by
+its method name (`adapters.faults.store.OPERATIONS`). They and `sink_fail` (sink writes failing
+after storing nothing, some or all of the batch: see adapters/faults/sink.py) are one-shot
+plans, set when `revision` grows: they replace whatever an earlier revision planned and was
+not used yet (a plan for a call a worker rarely makes must not linger into the next fault). A
+missing file means no faults. The file is polled every `interval_s` and read in a thread (the
+loop never waits on the disk); a writer should replace it atomically (write, then rename).
+Each applied revision is logged once ("chaos faults applied", with `chaos_revision`), which is
+how a harness knows it took effect.
 """
 
 import asyncio
@@ -32,27 +34,10 @@ import attrs
 
 from adapters.faults.clock import SkewedClock
 from adapters.faults.sink import FaultInjectingSink, SinkFault
-from adapters.faults.store import FaultInjectingStore
+from adapters.faults.store import OPERATIONS, FaultInjectingStore
 
 log = logging.getLogger(__name__)
 
-STORE_OPERATIONS = frozenset(
-    {
-        "start",
-        "stop",
-        "get",
-        "try_acquire",
-        "renew",
-        "release",
-        "end_stream",
-        "report_upstream_failure",
-        "iter_orphans",
-        "next_available_at",
-        "desired_states",
-        "history",
-        "list_connections",
-    }
-)
 _KEYS = frozenset(
     {
         "revision",
@@ -143,7 +128,7 @@ def _number(doc: dict[str, Any], key: str, kind: type, default: Any, signed: boo
 def _plans(
     doc: dict[str, Any],
     key: str,
-    allowed: Collection[str] = STORE_OPERATIONS,
+    allowed: Collection[str] = OPERATIONS,
     what: str = "store operations",
 ) -> dict[str, int]:
     value = doc.get(key, {})

@@ -2,8 +2,9 @@
 and demos, as the sink's own storage can: down, slow, half-done, or done without saying so.
 
 Modes (combinable, changeable while running):
-- `outage`: every write raises SinkUnavailable, storing nothing;
-- `latency_s`: added before every write (a slow or throttled sink);
+- `outage`: every write raises SinkUnavailable, storing nothing, and so does every
+  `resume_point` (a new owner cannot learn where to resume while the sink is down);
+- `latency_s`: added before every write and every `resume_point` (a slow or throttled sink);
 - `fail_next(n, mode)`: the next n writes raise SinkUnavailable after storing
   - `UNAPPLIED`: nothing (refused before anything was done),
   - `PARTIAL`: every other message of the batch (a BatchWriteItem that left some items
@@ -49,6 +50,14 @@ class FaultInjectingSink:
     @property
     def planned(self) -> int:
         return len(self._planned)
+
+    async def resume_point(self, connection_id: str, checkpoint_seq: int) -> int | None:
+        if self.latency_s:
+            await self._clock.sleep(self.latency_s)
+        if self.outage:
+            self.injected += 1
+            raise SinkUnavailable("injected sink outage")
+        return await self._inner.resume_point(connection_id, checkpoint_seq)
 
     async def write(self, messages: Sequence[StoredMessage]) -> None:
         if len(messages) > self.max_batch:  # the contract's refusal, before any fault

@@ -1,6 +1,12 @@
 """FaultInjectingStore: a ConnectionStore decorator that misbehaves on purpose, for tests,
 chaos runs and demos: outages, lost responses, added latency and a wall clock that is off.
 
+It wraps only what a store implements — `execute`, `execute_session` and the queries — so the
+named operations (`try_acquire`, `renew_session`, `checkpoint`…) come from the port and meet
+the faults through the command they send. An operation is named by its command class
+(`Acquire`, `RenewSession`, `Checkpoint`…) or by its query method (`get`, `stop_requested`…):
+`OPERATIONS`, derived from the domain's command unions and the port's abstract methods.
+
 Modes (combinable, changeable while running):
 - `severed`: every call hangs until cancelled (a crashed process, a black-holed network);
 - `outage`: every call raises StoreUnavailable (a partition with fast timeouts);
@@ -16,16 +22,36 @@ Modes (combinable, changeable while running):
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+import typing
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from application.errors import StoreUnavailable
 from application.ports import Clock, ConnectionStore
-from application.ports.store import CommandResult, RenewResult
-from domain import Connection, DesiredState, Event
+from application.ports.store import CommandResult, SessionResult
+from domain import Command, Connection, Event, SessionCommand, SessionEvent, WorkerSession
+
+# The fault menu, listed once: every command a store executes, by class name, and every query.
+COMMANDS = frozenset(
+    cls.__name__ for cls in (*typing.get_args(Command), *typing.get_args(SessionCommand))
+)
+QUERIES = frozenset(ConnectionStore.__abstractmethods__ - {"execute", "execute_session"})
+OPERATIONS = COMMANDS | QUERIES
+
+_T = typing.TypeVar("_T")
 
 
-class FaultInjectingStore:
+class UnknownOperation(ValueError):
+    pass
+
+
+def check_operation(op: str) -> str:
+    """Raises UnknownOperation unless `op` is on the menu (a misspelt plan must not lie idle)."""
+    if op not in OPERATIONS:
+        raise UnknownOperation(f"unknown store operation {op!r}; allowed: {sorted(OPERATIONS)}")
+    return op
+
+
+class FaultInjectingStore(ConnectionStore):
     def __init__(
         self, inner: ConnectionStore, clock: Clock, rng: random.Random | None = None
     ) -> None:
@@ -42,13 +68,14 @@ class FaultInjectingStore:
         self.injected = 0
 
     def fail_next(self, op: str, n: int = 1, *, applied: bool = False) -> None:
-        self._planned.setdefault(op, []).extend([applied] * n)
+        """Plan the next `n` calls of `op` (a name in OPERATIONS) to fail."""
+        self._planned.setdefault(check_operation(op), []).extend([applied] * n)
 
     def clear_plans(self) -> None:
         """Forget every planned failure not yet used."""
         self._planned.clear()
 
-    async def _call(self, op: str, fn: Any, *args: Any) -> Any:
+    async def _call(self, op: str, call: Callable[[], Awaitable[_T]]) -> _T:
         if self.latency_s:
             await self._clock.sleep(self.latency_s)
         if self.severed:
@@ -62,7 +89,7 @@ class FaultInjectingStore:
         if self.timeout_s and self._rng.random() < self.timeout_rate:
             self.injected += 1
             if self._rng.random() < 0.5:
-                await fn(*args)
+                await call()
             await self._clock.sleep(self.timeout_s)
             raise StoreUnavailable(f"injected timeout ({op})")
         planned = self._planned.get(op)
@@ -70,128 +97,60 @@ class FaultInjectingStore:
             applied = planned.pop(0)
             self.injected += 1
             if applied:
-                await fn(*args)
+                await call()
             raise StoreUnavailable(f"injected {'lost response' if applied else 'failure'} ({op})")
-        return await fn(*args)
+        return await call()
 
-    async def start(self, connection_id: str, ws_url: str, now_ms: int) -> CommandResult:
-        result: CommandResult = await self._call(
-            "start", self._inner.start, connection_id, ws_url, now_ms
+    # -- commands ----------------------------------------------------------------------------
+
+    async def execute(self, command: Command, now_ms: int) -> CommandResult:
+        return await self._call(
+            type(command).__name__, lambda: self._inner.execute(command, now_ms)
         )
-        return result
 
-    async def stop(self, connection_id: str, now_ms: int) -> CommandResult:
-        result: CommandResult = await self._call("stop", self._inner.stop, connection_id, now_ms)
-        return result
+    async def execute_session(self, command: SessionCommand, now_ms: int) -> SessionResult:
+        return await self._call(
+            type(command).__name__, lambda: self._inner.execute_session(command, now_ms)
+        )
+
+    # -- queries -----------------------------------------------------------------------------
 
     async def get(self, connection_id: str) -> Connection | None:
-        result: Connection | None = await self._call("get", self._inner.get, connection_id)
-        return result
+        return await self._call("get", lambda: self._inner.get(connection_id))
 
-    async def try_acquire(
-        self, connection_id: str, worker_id: str, lease_ms: int, now_ms: int
-    ) -> Connection | None:
-        result: Connection | None = await self._call(
-            "try_acquire", self._inner.try_acquire, connection_id, worker_id, lease_ms, now_ms
-        )
-        return result
+    async def get_session(self, session_id: str) -> WorkerSession | None:
+        return await self._call("get_session", lambda: self._inner.get_session(session_id))
 
-    async def renew(
-        self,
-        connection_id: str,
-        worker_id: str,
-        token: int,
-        lease_ms: int,
-        checkpoint_seq: int,
-        now_ms: int,
-    ) -> RenewResult:
-        result: RenewResult = await self._call(
-            "renew",
-            self._inner.renew,
-            connection_id,
-            worker_id,
-            token,
-            lease_ms,
-            checkpoint_seq,
-            now_ms,
-        )
-        return result
-
-    async def release(
-        self, connection_id: str, worker_id: str, token: int, checkpoint_seq: int, now_ms: int
-    ) -> Connection:
-        result: Connection = await self._call(
-            "release", self._inner.release, connection_id, worker_id, token, checkpoint_seq, now_ms
-        )
-        return result
-
-    async def end_stream(
-        self, connection_id: str, worker_id: str, token: int, checkpoint_seq: int, now_ms: int
-    ) -> Connection:
-        result: Connection = await self._call(
-            "end_stream",
-            self._inner.end_stream,
-            connection_id,
-            worker_id,
-            token,
-            checkpoint_seq,
-            now_ms,
-        )
-        return result
-
-    async def report_upstream_failure(
-        self,
-        connection_id: str,
-        worker_id: str,
-        token: int,
-        checkpoint_seq: int,
-        not_before_ms: int,
-        reason: str,
-        now_ms: int,
-    ) -> Connection:
-        result: Connection = await self._call(
-            "report_upstream_failure",
-            self._inner.report_upstream_failure,
-            connection_id,
-            worker_id,
-            token,
-            checkpoint_seq,
-            not_before_ms,
-            reason,
-            now_ms,
-        )
-        return result
+    async def list_sessions(self) -> Sequence[WorkerSession]:
+        return await self._call("list_sessions", self._inner.list_sessions)
 
     async def iter_orphans(
         self, now_ms: int, page_size: int
     ) -> AsyncIterator[Sequence[Connection]]:
-        pages: list[Sequence[Connection]] = await self._call(
-            "iter_orphans", self._collect_orphans, now_ms, page_size
-        )
+        # All pages in one call, so that a fault hits the scan as a whole, never half of it.
+        pages = await self._call("iter_orphans", lambda: self._orphan_pages(now_ms, page_size))
         for page in pages:
             yield page
 
-    async def _collect_orphans(self, now_ms: int, page_size: int) -> list[Sequence[Connection]]:
+    async def _orphan_pages(self, now_ms: int, page_size: int) -> list[Sequence[Connection]]:
         return [page async for page in self._inner.iter_orphans(now_ms, page_size)]
 
     async def next_available_at(self, now_ms: int) -> int | None:
-        result: int | None = await self._call(
-            "next_available_at", self._inner.next_available_at, now_ms
-        )
-        return result
+        return await self._call("next_available_at", lambda: self._inner.next_available_at(now_ms))
 
-    async def desired_states(self, connection_ids: Sequence[str]) -> Mapping[str, DesiredState]:
-        result: Mapping[str, DesiredState] = await self._call(
-            "desired_states", self._inner.desired_states, connection_ids
+    async def stop_requested(self, session_id: str) -> Sequence[str]:
+        return await self._call("stop_requested", lambda: self._inner.stop_requested(session_id))
+
+    async def forget_session(self, session_id: str, now_ms: int) -> bool:
+        return await self._call(
+            "forget_session", lambda: self._inner.forget_session(session_id, now_ms)
         )
-        return result
 
     async def history(self, connection_id: str) -> Sequence[Event]:
-        result: Sequence[Event] = await self._call("history", self._inner.history, connection_id)
-        return result
+        return await self._call("history", lambda: self._inner.history(connection_id))
+
+    async def session_history(self, session_id: str) -> Sequence[SessionEvent]:
+        return await self._call("session_history", lambda: self._inner.session_history(session_id))
 
     async def list_connections(self, limit: int = 1000) -> Sequence[Connection]:
-        result: Sequence[Connection] = await self._call(
-            "list_connections", self._inner.list_connections, limit
-        )
-        return result
+        return await self._call("list_connections", lambda: self._inner.list_connections(limit))

@@ -1,12 +1,13 @@
 """InMemoryMessageSink: messages keyed by (connection, seq), so a rewrite is an overwrite of
 the same message, never a second copy. Fenced like every sink: a write under an older token
 than the stored one, or with other data for a stored seq, is refused (SinkRefused). Counts
-rewrites and can fail on purpose."""
+rewrites and can fail on purpose. The reference `resume_point`: the port's rule over every
+stored message of the connection, in seq order."""
 
 from collections.abc import Sequence
 
 from application.errors import ConfigurationError, SinkRefused, SinkUnavailable
-from application.ports.sink import StoredMessage, storable
+from application.ports.sink import StoredMessage, follow_links, storable
 
 
 class InMemoryMessageSink:
@@ -66,6 +67,11 @@ class InMemoryMessageSink:
             raise SinkRefused(
                 stale=frozenset(stale), conflicts=frozenset(conflicts), invalid=frozenset(invalid)
             )
+
+    async def resume_point(self, connection_id: str, checkpoint_seq: int) -> int:
+        above = (seq for seq in self.seqs(connection_id) if seq > checkpoint_seq)
+        links = ((seq, self.messages[(connection_id, seq)].prev_seq) for seq in above)
+        return follow_links(checkpoint_seq, links)[0]
 
     def seqs(self, connection_id: str) -> list[int]:
         return sorted(seq for cid, seq in self.messages if cid == connection_id)

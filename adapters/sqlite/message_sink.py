@@ -11,7 +11,11 @@ traffic, and SQLite has one writer per file, so lease renewals never queue behin
 `synchronous=FULL` by default: a batch is on disk before `write` returns, which is what lets
 the worker record its checkpoint.
 
-Besides the port's `write`, reads for operators and judges (the demo, tests): `read`, `seqs`,
+`resume_point` is one query on the primary key, (connection_id, seq) > checkpoint in seq order,
+reading seq and prev_seq only (stored before the data: a large message's overflow pages are
+never read), consumed row by row on the database thread and abandoned at the first hole.
+
+Besides the port's methods, reads for operators and judges (the demo, tests): `read`, `seqs`,
 `rewrites`.
 """
 
@@ -23,7 +27,7 @@ from contextlib import asynccontextmanager
 from adapters.sqlite.db import SqliteDatabase
 from adapters.sqlite.schema import MESSAGES, MESSAGES_SCHEMA
 from application.errors import ConfigurationError, SinkRefused, SinkUnavailable
-from application.ports.sink import StoredMessage, storable
+from application.ports.sink import StoredMessage, follow_links, storable
 
 # One transaction per batch: larger batches mean fewer commits (each one an fsync at FULL).
 DEFAULT_MAX_BATCH = 500
@@ -32,9 +36,11 @@ DEFAULT_MAX_BATCH = 500
 MAX_MESSAGE_BYTES = 16 * 2**20
 
 _UPSERT = (
-    f"INSERT INTO {MESSAGES} (connection_id, seq, data, received_at_ms, worker_id, token) "
-    "VALUES (?, ?, ?, ?, ?, ?) "
+    f"INSERT INTO {MESSAGES} "
+    "(connection_id, seq, data, received_at_ms, worker_id, token, prev_seq) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (connection_id, seq) DO UPDATE SET data = excluded.data, "
+    "prev_seq = excluded.prev_seq, "
     "received_at_ms = excluded.received_at_ms, worker_id = excluded.worker_id, "
     "token = excluded.token, writes = writes + 1 "
     # The fence, in the statement itself: never under an older token, never other data.
@@ -42,9 +48,10 @@ _UPSERT = (
 )
 _STORED = f"SELECT token, data FROM {MESSAGES} WHERE connection_id = ? AND seq = ?"
 _READ = (
-    f"SELECT connection_id, seq, data, received_at_ms, worker_id, token FROM {MESSAGES} "
-    "WHERE connection_id = ? ORDER BY seq"
+    f"SELECT connection_id, seq, data, received_at_ms, worker_id, token, prev_seq "
+    f"FROM {MESSAGES} WHERE connection_id = ? ORDER BY seq"
 )
+_LINKS = f"SELECT seq, prev_seq FROM {MESSAGES} WHERE connection_id = ? AND seq > ? ORDER BY seq"
 _SEQS = f"SELECT seq FROM {MESSAGES} WHERE connection_id = ? ORDER BY seq"
 _REWRITES = (
     f"SELECT connection_id, SUM(writes - 1) FROM {MESSAGES} WHERE writes > 1 GROUP BY connection_id"
@@ -117,7 +124,7 @@ class SqliteMessageSink:
             (m.connection_id, m.seq) for m in messages if not storable(m, self.max_message_bytes)
         )
         rows = [
-            (m.connection_id, m.seq, m.data, m.received_at_ms, m.worker_id, m.token)
+            (m.connection_id, m.seq, m.data, m.received_at_ms, m.worker_id, m.token, m.prev_seq)
             for m in messages
             if (m.connection_id, m.seq) not in invalid
         ]
@@ -141,6 +148,16 @@ class SqliteMessageSink:
             raise SinkRefused(
                 stale=frozenset(stale), conflicts=frozenset(conflicts), invalid=invalid
             )
+
+    async def resume_point(self, connection_id: str, checkpoint_seq: int) -> int:
+        def walk(c: sqlite3.Connection) -> int:
+            links = c.execute(_LINKS, (connection_id, checkpoint_seq))
+            try:  # rows are fetched as the walk asks for them: none past the first hole
+                return follow_links(checkpoint_seq, ((row[0], row[1]) for row in links))[0]
+            finally:
+                links.close()
+
+        return await self._db.read(walk)
 
     async def read(self, connection_id: str) -> list[StoredMessage]:
         """Every stored message of a connection, in seq order."""
@@ -166,4 +183,5 @@ def _message_from_row(row: sqlite3.Row) -> StoredMessage:
         received_at_ms=row["received_at_ms"],
         worker_id=row["worker_id"],
         token=row["token"],
+        prev_seq=row["prev_seq"],
     )

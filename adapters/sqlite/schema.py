@@ -103,10 +103,14 @@ CREATE TABLE IF NOT EXISTS {NOTIFICATIONS} (
 CREATE INDEX IF NOT EXISTS {NOTIFICATIONS}_by_visibility ON {NOTIFICATIONS} (visible_at_ms);
 """
 
+# prev_seq (the message sink port's prev link) sits before data: the resume-point query reads
+# (seq, prev_seq) from each row's start and never the data's overflow pages. The column came
+# with the resume point; nothing was deployed before it, so no migration adds it.
 MESSAGES_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {MESSAGES} (
     connection_id  TEXT NOT NULL,
     seq            INTEGER NOT NULL,
+    prev_seq       INTEGER NOT NULL,
     data           TEXT NOT NULL,
     received_at_ms INTEGER NOT NULL,
     worker_id      TEXT NOT NULL,

@@ -29,7 +29,7 @@ from application.ports.metrics import INGEST_LAG_MS, MESSAGES_INGESTED, SEQ_CONF
 from application.ports.sink import StoredMessage
 from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
-from application.worker.lease_keeper import LeaseKeeper
+from application.worker.lease import Lease
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class IngestBuffer:
     def __init__(
         self,
         writer: "IngestWriter",
-        lease: LeaseKeeper,
+        lease: Lease,
         checkpoint_seq: int,
         capacity: int,
         capacity_bytes: int,
@@ -86,12 +86,13 @@ class IngestBuffer:
             self._room = asyncio.get_running_loop().create_future()
             await self._room
         self._check()
+        prev_seq = self.next_seq - 1  # the last seq accepted (or resumed from): the prev link
         self.next_seq = seq + 1
         self.pending += 1
         self.pending_bytes += size
         self._sizes.append(size)
         self._submitted += 1
-        self._writer.submit(self, self._submitted - 1, seq, data)
+        self._writer.submit(self, self._submitted - 1, seq, prev_seq, data)
 
     def _check(self) -> None:
         if self.failure is not None:
@@ -144,7 +145,7 @@ class IngestWriter:
         self.stored = 0
 
     def buffer(
-        self, lease: LeaseKeeper, checkpoint_seq: int, on_failure: Callable[[str], None]
+        self, lease: Lease, checkpoint_seq: int, on_failure: Callable[[str], None]
     ) -> IngestBuffer:
         config = self._ctx.config
         return IngestBuffer(
@@ -156,7 +157,7 @@ class IngestWriter:
             on_failure,
         )
 
-    def submit(self, buffer: IngestBuffer, ticket: int, seq: int, data: str) -> None:
+    def submit(self, buffer: IngestBuffer, ticket: int, seq: int, prev_seq: int, data: str) -> None:
         lease = buffer.lease
         message = StoredMessage(
             connection_id=lease.connection_id,
@@ -165,6 +166,7 @@ class IngestWriter:
             received_at_ms=self._ctx.clock.now_ms(),
             worker_id=self._ctx.worker_id,
             token=lease.token,
+            prev_seq=prev_seq,
         )
         self._queue.append((buffer, ticket, message))
         self._wake.set()

@@ -19,8 +19,9 @@ from application.ports.metrics import (
 from application.worker.context import WorkerContext
 from application.worker.ingest import IngestWriter
 from application.worker.session import SessionEnd
+from application.worker.session_keeper import SessionKeeper
 from application.worker.sessions import Sessions
-from domain import NO_OWNER, DesiredState
+from domain import NO_OWNER
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +88,10 @@ async def poll_queue(
 
 
 async def reconcile(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -> None:
-    """Find every orphan (all pages) and take what capacity allows. Wake when the next lease
-    can expire, so a crashed worker's connections move about one lease after its last renew,
-    not a whole reconcile interval later; jitter spreads the fleet.
+    """Find every orphan (all pages) and take what capacity allows; then delete the items of
+    dead sessions that own nothing any more. Wake when the next worker session can expire (or
+    a back-off end), so a crashed worker's connections move about one lease after its last
+    renew, not a whole reconcile interval later; jitter spreads the fleet.
 
     Never sleep longer than one lease, though: a lease granted after this scan (a connection
     started meanwhile, taken by another worker through its hint) expires at least one lease
@@ -104,6 +106,7 @@ async def reconcile(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -
         try:
             now = ctx.clock.now_ms()
             await _take_orphans(ctx, sessions, now)
+            await _forget_dead_sessions(ctx, now)
             # From the scan's own `now`: a lease that expired while the orphans were being
             # taken was not in the scan, and asking from a later instant would skip it too.
             next_at = await ctx.store.next_available_at(now)
@@ -116,6 +119,14 @@ async def reconcile(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -
             ctx.metrics.count(STORE_ERRORS)
             log.warning("reconciliation failed: %s", exc)
             delay = cfg.heartbeat_interval_s
+
+
+async def _forget_dead_sessions(ctx: WorkerContext, now_ms: int) -> None:
+    """A dead session's item is kept while a connection names it (that is how its
+    connections are found); after that it is deleted, by whichever worker sees it first."""
+    for session in await ctx.store.list_sessions():
+        if not session.is_live(now_ms):
+            await ctx.store.forget_session(session.session_id, now_ms)
 
 
 async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> None:
@@ -136,23 +147,25 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
     ctx.metrics.gauge(ORPHANS_FOUND, found)
 
 
-async def watch_desired_states(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -> None:
-    """One batched read for all owned connections per interval; STOPPED ones are ended."""
+async def watch_stops(
+    ctx: WorkerContext, sessions: Sessions, beats: Heartbeats, *, keeper: SessionKeeper
+) -> None:
+    """One indexed read per interval, whatever this worker holds: the STOPPED connections its
+    session still owns (the store indexes exactly those). Each is ended and released."""
     while True:
         await ctx.clock.sleep(ctx.config.desired_state_interval_s)
-        beats.last["desired_state"] = ctx.clock.monotonic()
-        ids = [s.connection_id for s in sessions]
-        if not ids:
+        beats.last["stops"] = ctx.clock.monotonic()
+        if not len(sessions) or not keeper.session_id:
             continue
         try:
-            states = await ctx.store.desired_states(ids)
+            stopped = await ctx.store.stop_requested(keeper.session_id)
             beats.store_reached = ctx.clock.monotonic()
         except ApplicationError as exc:
             ctx.metrics.count(STORE_ERRORS)
-            log.warning("desired-state check failed: %s", exc)
+            log.warning("STOP check failed: %s", exc)
             continue
-        for cid in ids:
-            if states.get(cid) is not DesiredState.STARTED:
+        for cid in stopped:
+            if cid in sessions:
                 log.info("STOP seen, closing", extra=ctx.log_extra(cid))
                 sessions.stop(cid, SessionEnd.STOPPED)
 

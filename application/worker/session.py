@@ -1,10 +1,11 @@
 """ConnectionSession: everything one worker does for one connection it owns.
 
-Two loops run side by side — the lease keeper (heartbeats and the self-fence) and the upstream
-stream — plus a stop signal (STOP seen, or shutdown). The first to finish ends them all (the
-article's asyncio.gather kept streaming after a lost lease or a STOP); then `finish` always
-runs: it drains what was received, while the lease is still trusted, and hands the connection
-back in the way the ending calls for. Messages go to the worker's shared IngestWriter.
+Two loops run side by side — the lease watch (the worker session's fence, and a checkpoint
+written at a low rate) and the upstream stream — plus a stop signal (STOP seen, or shutdown).
+The first to finish ends them all (the article's asyncio.gather kept streaming after a lost
+lease or a STOP); then `finish` always runs: it drains what was received, while the lease is
+still trusted, and hands the connection back in the way the ending calls for. Messages go to
+the worker's shared IngestWriter. Nothing here renews: the worker's one session does.
 """
 
 import asyncio
@@ -24,7 +25,6 @@ from application.ports.metrics import (
     MESSAGES_REJECTED,
     MESSAGES_SKIPPED,
     REPLAYS_DROPPED,
-    SELF_FENCES,
     SEQ_JUMPS,
     UPSTREAM_GIVE_UPS,
     UPSTREAM_RECONNECTS,
@@ -33,8 +33,8 @@ from application.ports.sink import MAX_SEQ, utf8_size
 from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
 from application.worker.ingest import Fenced, IngestWriter, Rejected
-from application.worker.lease_keeper import LeaseKeeper
-from domain import Connection, DomainError, LeaseLost
+from application.worker.lease import Lease
+from domain import CheckpointRegressed, Connection, DomainError, LeaseLost
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +66,20 @@ class ConnectionSession:
         self,
         ctx: WorkerContext,
         acquired: Connection,
-        acquire_started: float,
+        lease: Lease,
+        resume_checkpoint: int,
         writer: IngestWriter,
     ) -> None:
+        """`resume_checkpoint` is where this owner resumes: the stored checkpoint, or further
+        on when the sink shows more durably stored (a takeover after a crash)."""
         self._ctx = ctx
         self.connection_id = acquired.connection_id
         self.ws_url = acquired.ws_url
         self.failures = acquired.failures
-        self._acquired_checkpoint = acquired.checkpoint_seq
-        self.lease = LeaseKeeper(ctx, acquired, acquire_started)
-        self.ingest = writer.buffer(self.lease, acquired.checkpoint_seq, self._writer_failed)
+        self._acquired_checkpoint = resume_checkpoint
+        self._recorded_checkpoint = acquired.checkpoint_seq  # what the store holds
+        self.lease = lease
+        self.ingest = writer.buffer(self.lease, resume_checkpoint, self._writer_failed)
         self._writer = writer
         # A future, not a task waiting on an event: one object fewer per connection.
         self._stop: asyncio.Future[SessionEnd] = asyncio.get_running_loop().create_future()
@@ -99,41 +103,47 @@ class ConnectionSession:
 
     async def run(self) -> SessionEnd:
         try:
-            end = await first_completed(self._keep_lease(), self._stream(), self._stop)
+            end = await first_completed(self._watch_lease(), self._stream(), self._stop)
         except Exception:
             log.exception("session failed", extra=self._extra())
             end = SessionEnd.ERROR
         self.end = await self._finish(end)
         return self.end
 
-    async def _keep_lease(self) -> SessionEnd:
-        """Heartbeats, and the self-fence: the session ends the moment the lease stops being
-        trusted, even while a renew is stuck on an unreachable store."""
-        clock, interval = self._ctx.clock, self._ctx.config.heartbeat_interval_s
-        # The first beat is jittered: sessions started together (a deploy, a takeover of a
-        # dead worker's share) would otherwise renew in one burst every interval.
-        next_beat = clock.monotonic() + interval * self._ctx.rng.uniform(0.5, 1.0)
-        while True:
-            await clock.sleep(
-                max(0.001, min(next_beat - clock.monotonic(), self.lease.remaining_s()))
-            )
+    async def _watch_lease(self) -> SessionEnd:
+        """Ends the session the moment the worker session stops being trusted (one future
+        for every connection: no timer per connection), and records the checkpoint every
+        `checkpoint_interval_s` if it moved — the only per-connection write while streaming,
+        so that a new owner after a crash has a recent point to resume from even with a sink
+        that cannot say what it stored (docs/decisions.md)."""
+        ctx = self._ctx
+        interval = ctx.config.checkpoint_interval_s
+        # Jittered, so connections taken together do not checkpoint in one burst.
+        wait = interval * ctx.rng.uniform(0.5, 1.0)
+        while self.lease.valid():
+            await first_completed(asyncio.shield(self.lease.fenced), ctx.clock.sleep(wait))
             if not self.lease.valid():
                 break
-            if clock.monotonic() < next_beat:
-                continue
-            try:
-                # A renew stuck on an unreachable store is abandoned when trust runs out.
-                async with clock.timeout(self.lease.remaining_s()):
-                    renewed = await self.lease.renew(self.ingest.checkpoint)
-            except TimeoutError:
-                renewed = False
-            if not renewed:
-                break
-            next_beat = clock.monotonic() + interval
-        if self.lease.lost_to is None:
-            self._ctx.metrics.count(SELF_FENCES)
-            log.warning("lease no longer trusted: self-fencing", extra=self._extra())
+            await self._record_checkpoint()
+            wait = interval
         return SessionEnd.LEASE_LOST
+
+    async def _record_checkpoint(self) -> None:
+        ctx, seq = self._ctx, self.ingest.checkpoint
+        if seq <= self._recorded_checkpoint:
+            return
+        try:
+            owned = await ctx.store.checkpoint(
+                self.connection_id, self.lease.session_id, self.lease.token, seq, ctx.clock.now_ms()
+            )
+        except (StoreUnavailable, CheckpointRegressed) as exc:
+            log.warning("checkpoint not recorded (next time): %s", exc, extra=self._extra())
+            return
+        if owned:
+            self._recorded_checkpoint = seq
+        else:
+            self.lease.lost_to = ""  # taken over: the store no longer names us
+            log.info("lease lost (the store names another owner)", extra=self._extra())
 
     async def _stream(self) -> SessionEnd:
         ctx = self._ctx
@@ -252,7 +262,7 @@ class ConnectionSession:
 
     async def _hand_back(self, end: SessionEnd) -> None:
         ctx, lease = self._ctx, self.lease
-        args = (self.connection_id, ctx.worker_id, lease.token, self.ingest.checkpoint)
+        args = (self.connection_id, lease.session_id, lease.token, self.ingest.checkpoint)
         if end is SessionEnd.STREAM_ENDED:
             await ctx.store.end_stream(*args, ctx.clock.now_ms())
         elif end is SessionEnd.UPSTREAM_FAILED:

@@ -5,11 +5,13 @@ import logging
 from collections.abc import Iterator, Sequence
 
 from application.aio import first_completed
-from application.errors import StoreUnavailable
+from application.errors import SinkUnavailable, StoreUnavailable
 from application.ports.metrics import ACQUISITION_CONFLICTS, LEASE_ACQUISITIONS, TAKEOVERS
 from application.worker.context import WorkerContext
 from application.worker.ingest import IngestWriter
+from application.worker.lease import Lease
 from application.worker.session import ConnectionSession, SessionEnd
+from application.worker.session_keeper import SessionKeeper
 from application.worker.take_limit import TakeLimit
 from domain import Connection, DesiredState
 
@@ -17,9 +19,10 @@ log = logging.getLogger(__name__)
 
 
 class Sessions:
-    def __init__(self, ctx: WorkerContext, writer: IngestWriter) -> None:
+    def __init__(self, ctx: WorkerContext, writer: IngestWriter, keeper: SessionKeeper) -> None:
         self._ctx = ctx
         self._writer = writer
+        self._keeper = keeper
         self._running: dict[str, tuple[ConnectionSession, asyncio.Task[SessionEnd]]] = {}
         self._acquiring: set[str] = set()
         self._limit = TakeLimit(ctx.config)
@@ -36,6 +39,10 @@ class Sessions:
 
     @property
     def free(self) -> int:
+        """Room to take more. None without a trusted session: a hint received then would be
+        deleted untaken, leaving its connection to someone's next scan."""
+        if not self._keeper.trusts(self._keeper.session_id):
+            return 0
         return self._ctx.config.max_connections - len(self._running) - len(self._acquiring)
 
     async def take_each(self, candidates: Sequence[tuple[str, bool]]) -> list[str]:
@@ -78,54 +85,75 @@ class Sessions:
     async def _take(
         self, connection_id: str, expired_owner: bool, round_trips: list[float]
     ) -> bool:
-        ctx = self._ctx
+        ctx, keeper = self._ctx, self._keeper
         if connection_id in self or self.free <= 0:
             return False
+        # The session this take is made under, captured before the call: if it is fenced
+        # meanwhile, the lease is born untrusted and ends at once.
+        session_id, fenced = keeper.session_id, keeper.fenced()
+        if not keeper.trusts(session_id):
+            return False  # no live session (fenced, reopening): take nothing
         self._acquiring.add(connection_id)
         try:
             started = ctx.clock.monotonic()
             now_ms = ctx.clock.now_ms()
             try:
-                acquired = await ctx.store.try_acquire(
-                    connection_id, ctx.worker_id, ctx.config.lease_ms, now_ms
-                )
+                acquired = await ctx.store.try_acquire(connection_id, session_id, now_ms)
                 round_trips.append(ctx.clock.monotonic() - started)
             except StoreUnavailable:
-                acquired = await self._granted_after_all(connection_id, now_ms)
+                acquired = await self._granted_after_all(connection_id, session_id)
                 if acquired is None:
                     raise
+            if acquired is None:
+                ctx.metrics.count(ACQUISITION_CONFLICTS)
+                return False
+            resume = await self._resume_point(acquired)
         finally:
             self._acquiring.discard(connection_id)
-        if acquired is None:
-            ctx.metrics.count(ACQUISITION_CONFLICTS)
-            return False
         ctx.metrics.count(LEASE_ACQUISITIONS)
         if expired_owner:
             ctx.metrics.count(TAKEOVERS)
         log.info(
             "lease acquired, resuming from seq %d",
-            acquired.resume_from_seq,
+            resume + 1,
             extra=ctx.log_extra(connection_id, acquired.token),
         )
-        session = ConnectionSession(ctx, acquired, started, self._writer)
+        lease = Lease(ctx, keeper, connection_id, acquired.token, session_id, fenced)
+        session = ConnectionSession(ctx, acquired, lease, resume, self._writer)
         task = asyncio.create_task(session.run(), name=f"session:{connection_id}")
         self._running[connection_id] = (session, task)
         task.add_done_callback(lambda _: self._done(connection_id, session))
         return True
 
-    async def _granted_after_all(self, connection_id: str, now_ms: int) -> Connection | None:
+    async def _resume_point(self, acquired: Connection) -> int:
+        """Where to resume: the stored checkpoint, or further if the sink durably stored more
+        (a previous owner that crashed between checkpoints). If the sink cannot say, the
+        checkpoint: the messages after it are received again and stored idempotently."""
+        try:
+            stored = await self._ctx.sink.resume_point(
+                acquired.connection_id, acquired.checkpoint_seq
+            )
+        except SinkUnavailable as exc:
+            log.warning(
+                "resume point not read, resuming from the checkpoint: %s",
+                exc,
+                extra=self._ctx.log_extra(acquired.connection_id, acquired.token),
+            )
+            return acquired.checkpoint_seq
+        return acquired.checkpoint_seq if stored is None else max(stored, acquired.checkpoint_seq)
+
+    async def _granted_after_all(self, connection_id: str, session_id: str) -> Connection | None:
         """After a try_acquire whose outcome is unknown (found by tests/chaos): the grant may
-        have landed with its answer lost, which would leave the connection leased to nobody
-        until the lease ran out. The stored item proves it is this call's grant when it names
-        us with exactly the expiry this call asked for (`now_ms + lease_ms`; an older lease of
-        ours would expire sooner, and we renew nothing we hold no session for). Raises
-        StoreUnavailable if the store cannot be read either."""
+        have landed with its answer lost, which would leave the connection owned by a live
+        session that runs nothing for it. The stored item proves it is ours when it names our
+        session: we hold no other lease on it (`_acquiring` keeps takes of one id apart, and a
+        connection we run is never taken again). Raises StoreUnavailable if the store cannot
+        be read either."""
         ctx = self._ctx
         current = await ctx.store.get(connection_id)
         granted = (
             current is not None
-            and current.owner == ctx.worker_id
-            and current.expires_at_ms == now_ms + ctx.config.lease_ms
+            and current.owner == session_id
             and current.desired_state is DesiredState.STARTED
         )
         if not granted:

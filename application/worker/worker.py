@@ -1,7 +1,8 @@
-"""Worker: one process's share of the fleet. Runs the loops, owns every task, shuts down
-gracefully: sessions end concurrently, leases are released with their final checkpoints, and
-each released connection is hinted on the queue so another worker takes it within about a
-second instead of at its next reconciliation."""
+"""Worker: one process's share of the fleet. Opens its worker session (the one thing it renews),
+runs the loops, owns every task, shuts down gracefully: connections end concurrently, leases
+are released with their final checkpoints, each released connection is hinted on the queue so
+another worker takes it within about a second, and the session is ended so that anything not
+released is an orphan at once instead of at its expiry."""
 
 import asyncio
 import functools
@@ -30,9 +31,10 @@ from application.worker.loops import (
     poll_queue,
     publish_metrics,
     reconcile,
-    watch_desired_states,
+    watch_stops,
 )
 from application.worker.session import SessionEnd
+from application.worker.session_keeper import SessionKeeper
 from application.worker.sessions import Sessions
 
 log = logging.getLogger(__name__)
@@ -88,7 +90,8 @@ class Worker:
             rng=rng or random.Random(),
         )
         self.ingest = IngestWriter(self.ctx)
-        self.sessions = Sessions(self.ctx, self.ingest)
+        self.keeper = SessionKeeper(self.ctx, lambda: len(self.sessions))
+        self.sessions = Sessions(self.ctx, self.ingest, self.keeper)
         self._beats = Heartbeats()
         self._loops: dict[str, asyncio.Task[None]] = {}
         self._shutdown = asyncio.Event()
@@ -105,13 +108,17 @@ class Worker:
     async def run(self) -> None:
         ctx = self.ctx
         log.info("worker starting", extra={"worker_id": ctx.worker_id})
+        await self.keeper.open()  # nothing can be taken without a session
         self._loops["ingest"] = asyncio.create_task(
             self.ingest.run(), name=f"ingest:{ctx.worker_id}"
+        )
+        self._loops["session"] = asyncio.create_task(
+            self.keeper.run(), name=f"session:{ctx.worker_id}"
         )
         for name, loop in (
             ("poll", functools.partial(poll_queue, draining=self._draining)),
             ("reconcile", reconcile),
-            ("desired_state", watch_desired_states),
+            ("stops", functools.partial(watch_stops, keeper=self.keeper)),
             ("metrics", functools.partial(publish_metrics, writer=self.ingest)),
             ("loop_lag", measure_loop_lag),
         ):
@@ -145,8 +152,9 @@ class Worker:
         )
         self.ingest.close()
         self._draining.set()
-        await self._cancel_loops(keep=("ingest",))
+        await self._cancel_loops(keep=("ingest", "session"))
         await self.sessions.stop_all(SessionEnd.ERROR, self.ctx.config.shutdown_budget_s)
+        await self._end_session("worker failed")
         raise WorkerFailed(f"loop {name!r} ended unexpectedly") from error
 
     async def _graceful_shutdown(self) -> None:
@@ -159,9 +167,12 @@ class Worker:
         )
         budget = ctx.config.shutdown_budget_s
         self._draining.set()  # take nothing new; the poll loop ends with its current receive
-        await self._cancel_loops(keep=("poll", "ingest"))  # sessions still drain through ingest
+        # Connections still drain through ingest, and the session is renewed until they are
+        # released.
+        await self._cancel_loops(keep=("poll", "ingest", "session"))
         # Most of the budget for draining and releasing; the rest for hints and metrics.
         await self.sessions.stop_all(SessionEnd.SHUTDOWN, budget * 0.8)
+        await self._end_session("shutdown")
         handed = list(self.sessions.handed_over)
         if handed:
             try:
@@ -182,6 +193,16 @@ class Worker:
             extra={"worker_id": ctx.worker_id},
         )
 
+    async def _end_session(self, reason: str) -> None:
+        """Whatever was not released (a hand-back that failed) is an orphan at once."""
+        session = self._loops.get("session")
+        if session is not None:
+            session.cancel()
+            await asyncio.gather(session, return_exceptions=True)
+        await first_completed(
+            self.keeper.end(reason), self.ctx.clock.sleep(self.ctx.config.shutdown_budget_s * 0.1)
+        )
+
     async def _cancel_loops(self, keep: tuple[str, ...] = ()) -> None:
         tasks = [task for name, task in self._loops.items() if name not in keep]
         for task in tasks:
@@ -192,14 +213,17 @@ class Worker:
         ctx = self.ctx
         now_mono = ctx.clock.monotonic()
         loops_alive = {name: not task.done() for name, task in self._loops.items()}
-        reached = self._beats.store_reached
-        # Renewals also prove the store is reachable: any session renewed recently counts.
+        # The session's renewals prove the store is reachable too.
+        reached = max(
+            (t for t in (self._beats.store_reached, self.keeper.last_renewed) if t is not None),
+            default=None,
+        )
         sessions = list(self.sessions)
         views = [
             SessionView(
                 connection_id=s.connection_id,
                 token=s.token,
-                lease_remaining_ms=max(0, int(s.lease.remaining_s() * 1000)),
+                lease_remaining_ms=int(s.lease.remaining_s() * 1000),
                 checkpoint_seq=s.ingest.checkpoint,
                 upstream_open=s.upstream_open,
             )

@@ -96,7 +96,8 @@ class EventApi:
                 conn = await self._router.get(cid)
                 if conn is None:
                     raise ConnectionNotFound(f"connection {cid!r} was never started")
-                return HttpResponse(200, connection_view(conn, self._clock.now_ms()))
+                sessions = await self._router.owner_session(conn)
+                return HttpResponse(200, connection_view(conn, self._clock.now_ms(), sessions))
             events = await self._router.history(cid)
             if not events:
                 raise ConnectionNotFound(f"connection {cid!r} was never started")
@@ -107,6 +108,8 @@ class EventApi:
     def _outcome(self, outcome: CommandOutcome) -> HttpResponse:
         body = {
             "result": "accepted" if outcome.changed else "unchanged",
-            "connection": connection_view(outcome.connection, self._clock.now_ms()),
+            "connection": connection_view(
+                outcome.connection, self._clock.now_ms(), outcome.sessions
+            ),
         }
         return HttpResponse(202 if outcome.changed else 200, body)

@@ -13,7 +13,7 @@ from typing import Any
 from application.errors import ConfigurationError
 from application.router import CommandOutcome, EventRouter
 from domain import ConnectionNotFound
-from entrypoints.api.views import connection_view, event_view
+from entrypoints.api.views import connection_view, event_view, session_view
 from entrypoints.cli import tables
 from entrypoints.cli.backend import command_settings, open_backend
 from entrypoints.containers import provide
@@ -58,13 +58,25 @@ async def status(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         store = await provide(container.store)
         clock = container.core.clock()
         connections = await store.list_connections(limit=args.limit)
+        sessions = await store.list_sessions()
         now_ms = clock.now_ms()
     if args.json:
-        views = [connection_view(c, now_ms) for c in connections]
-        _print_json({"now_ms": now_ms, "connections": views})
+        lookup = {s.session_id: s for s in sessions}
+        views = [connection_view(c, now_ms, lookup) for c in connections]
+        _print_json(
+            {
+                "now_ms": now_ms,
+                "sessions": [session_view(s, now_ms) for s in sessions],
+                "connections": views,
+            }
+        )
     else:
         tables.print_status(
-            tables.console(), connections, now_ms, limited=len(connections) >= args.limit
+            tables.console(),
+            connections,
+            sessions,
+            now_ms,
+            limited=len(connections) >= args.limit,
         )
     return EXIT_OK
 
@@ -86,12 +98,12 @@ async def history(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 def _print_outcome(outcome: CommandOutcome, now_ms: int, as_json: bool) -> None:
-    view = connection_view(outcome.connection, now_ms)
+    view = connection_view(outcome.connection, now_ms, outcome.sessions)
     result = "accepted" if outcome.changed else "unchanged"
     if as_json:
         _print_json({"result": result, "connection": view})
     else:
-        tables.print_outcome(tables.console(), result, outcome.connection, now_ms)
+        tables.print_outcome(tables.console(), result, outcome.connection, now_ms, outcome.sessions)
 
 
 def _print_json(document: Any) -> None:

@@ -16,7 +16,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from domain import Connection, DesiredState, LeaseStatus
+from domain import Connection, DesiredState, LeaseStatus, SessionLookup
 from entrypoints.cli.tables import owner_text, utc
 
 # Lease time left of held connections, in seconds: [low, high) per bucket.
@@ -54,8 +54,11 @@ class FleetSummary:
     attention: tuple[Attention, ...]  # the `top` worst, worst first
 
 
-def summarize(connections: Sequence[Connection], now_ms: int, top: int) -> FleetSummary:
-    """One pass over the connections plus two bounded selections: O(n log top)."""
+def summarize(
+    connections: Sequence[Connection], now_ms: int, top: int, sessions: SessionLookup
+) -> FleetSummary:
+    """One pass over the connections plus two bounded selections: O(n log top). A lease's
+    time left is its owner session's."""
     started = held = waiting = backing_off = 0
     loads: Counter[str] = Counter()
     min_left: dict[str, int] = {}
@@ -65,9 +68,9 @@ def summarize(connections: Sequence[Connection], now_ms: int, top: int) -> Fleet
         if conn.desired_state is not DesiredState.STARTED:
             continue
         started += 1
-        if conn.lease_status(now_ms) is LeaseStatus.HELD:
+        if conn.lease_status(now_ms, sessions) is LeaseStatus.HELD:
             held += 1
-            left = conn.lease_remaining_ms(now_ms)
+            left = sessions[conn.owner].expires_at_ms - now_ms
             loads[conn.owner] += 1
             min_left[conn.owner] = min(left, min_left.get(conn.owner, left))
             buckets[_bucket(left / 1000)] += 1
@@ -76,8 +79,10 @@ def summarize(connections: Sequence[Connection], now_ms: int, top: int) -> Fleet
             backing_off += 1
         else:
             waiting += 1
-            # Free since its lease ended or its back-off did, or since it was (re)started.
-            since = max(conn.available_at_ms, conn.updated_at_ms)
+            # Free since its owner's session died, its back-off ended, or it was (re)started.
+            owner = sessions.get(conn.owner)
+            died = owner.expires_at_ms if owner is not None and owner.ended_reason is None else 0
+            since = max(died, conn.not_before_ms, conn.updated_at_ms)
             candidates.append(Attention(conn, "waiting", max(0, now_ms - since), 0))
     # Worst first: the longest wait for an owner, then the least lease time left.
     worst = heapq.nsmallest(top, candidates, key=lambda a: (-a.waiting_ms, a.lease_left_ms))
@@ -105,10 +110,12 @@ def render(
     top: int = 10,
     lags: Mapping[str, str] | None = None,
     truncated: bool = False,
+    sessions: SessionLookup | None = None,
 ) -> RenderableType:
     """The whole frame. `lags`: worker id -> its ingest lag as text, where known (scraped);
     `truncated`: the listing stopped at --limit, so the totals are a lower bound."""
-    summary = summarize(connections, now_ms, top)
+    sessions = sessions or {}
+    summary = summarize(connections, now_ms, top, sessions)
     lags = lags or {}
     listed = {w.worker_id for w in summary.workers[:top]}
     # Scraped workers not in the table (holding nothing, not in the top, or unreachable).
@@ -118,7 +125,7 @@ def render(
         _workers(summary, top, lags),
         *([Text("other scraped workers  " + others)] if others else []),
         _lease_line(summary),
-        _attention(summary, now_ms),
+        _attention(summary, now_ms, sessions),
     )
 
 
@@ -169,7 +176,7 @@ def _lease_line(s: FleetSummary) -> Text:
     return Text("lease left of held connections  " + "  ".join(parts))
 
 
-def _attention(s: FleetSummary, now_ms: int) -> RenderableType:
+def _attention(s: FleetSummary, now_ms: int, sessions: SessionLookup) -> RenderableType:
     if not s.attention:
         return Text("no started connections")
     table = Table(
@@ -185,7 +192,7 @@ def _attention(s: FleetSummary, now_ms: int) -> RenderableType:
         if item.state == "waiting":
             when = f"waiting {item.waiting_ms / 1000:.1f}s"
             owner = owner_text(conn) + (
-                " (expired)" if conn.lease_status(now_ms) is LeaseStatus.EXPIRED else ""
+                " (expired)" if conn.lease_status(now_ms, sessions) is LeaseStatus.EXPIRED else ""
             )
         else:
             when = f"{item.lease_left_ms / 1000:.1f}s left"

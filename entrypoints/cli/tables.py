@@ -9,7 +9,15 @@ from rich.console import Console
 from rich.table import Table
 
 from adapters.websocket import redact_url
-from domain import NO_OWNER, Connection, DesiredState, Event, LeaseStatus
+from domain import (
+    NO_OWNER,
+    Connection,
+    DesiredState,
+    Event,
+    LeaseStatus,
+    SessionLookup,
+    WorkerSession,
+)
 from entrypoints.api.views import event_view
 
 _EVENT_FIELDS = ("type", "connection_id", "version", "at_ms")
@@ -21,12 +29,17 @@ def console() -> Console:
     return terminal if terminal.is_terminal else Console(width=200)
 
 
-def lease_text(conn: Connection, now_ms: int) -> str:
-    status = conn.lease_status(now_ms)
-    if status is LeaseStatus.HELD:
-        return f"{conn.lease_remaining_ms(now_ms) / 1000:.1f}s"
+def lease_text(conn: Connection, now_ms: int, sessions: SessionLookup) -> str:
+    status = conn.lease_status(now_ms, sessions)
+    owner = sessions.get(conn.owner)
+    if status is LeaseStatus.HELD and owner is not None:
+        return f"{(owner.expires_at_ms - now_ms) / 1000:.1f}s"
     if status is LeaseStatus.EXPIRED:
-        return f"expired {(now_ms - conn.expires_at_ms) / 1000:.1f}s ago"
+        if owner is None:
+            return "owner gone"
+        if owner.ended_reason is not None:
+            return f"owner ended ({owner.ended_reason})"
+        return f"expired {(now_ms - owner.expires_at_ms) / 1000:.1f}s ago"
     return str(status.value).lower().replace("_", " ")
 
 
@@ -34,7 +47,7 @@ def owner_text(conn: Connection) -> str:
     return "-" if conn.owner == NO_OWNER else conn.owner
 
 
-def status_table(connections: Sequence[Connection], now_ms: int) -> Table:
+def status_table(connections: Sequence[Connection], now_ms: int, sessions: SessionLookup) -> Table:
     table = Table(show_edge=False, pad_edge=False)
     for name, justify in (
         ("connection", "left"),
@@ -53,22 +66,58 @@ def status_table(connections: Sequence[Connection], now_ms: int) -> Table:
             conn.connection_id,
             desired,
             owner_text(conn),
-            lease_text(conn, now_ms),
+            lease_text(conn, now_ms, sessions),
             str(conn.token),
             str(conn.checkpoint_seq),
         )
     return table
 
 
+def sessions_table(sessions: Sequence[WorkerSession], now_ms: int) -> Table:
+    table = Table(show_edge=False, pad_edge=False)
+    for name, justify in (
+        ("worker session", "left"),
+        ("status", "left"),
+        ("expires", "right"),
+        ("held", "right"),
+        ("capacity", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for session in sessions:
+        status = session.status(now_ms).value.lower()
+        if session.ended_reason is not None:
+            status += f" ({session.ended_reason})"
+        table.add_row(
+            session.session_id,
+            status,
+            f"{(session.expires_at_ms - now_ms) / 1000:.1f}s",
+            str(session.held),
+            str(session.capacity),
+        )
+    return table
+
+
 def print_status(
-    console: Console, connections: Sequence[Connection], now_ms: int, *, limited: bool
+    console: Console,
+    connections: Sequence[Connection],
+    sessions: Sequence[WorkerSession],
+    now_ms: int,
+    *,
+    limited: bool,
 ) -> None:
+    lookup = {s.session_id: s for s in sessions}
+    if sessions:
+        console.print(sessions_table(sessions, now_ms))
+        live = sum(s.is_live(now_ms) for s in sessions)
+        console.print(f"{len(sessions)} worker sessions: {live} live")
     if not connections:
         console.print("no connections")
         return
-    console.print(status_table(connections, now_ms))
+    console.print(status_table(connections, now_ms, lookup))
     started = sum(c.desired_state is DesiredState.STARTED for c in connections)
-    held = Counter(c.owner for c in connections if c.lease_status(now_ms) is LeaseStatus.HELD)
+    held = Counter(
+        c.owner for c in connections if c.lease_status(now_ms, lookup) is LeaseStatus.HELD
+    )
     more = " (limit reached: --limit shows more)" if limited else ""
     console.print(
         f"{len(connections)} connections{more}: {started} started, "
@@ -76,10 +125,13 @@ def print_status(
     )
 
 
-def print_outcome(console: Console, result: str, conn: Connection, now_ms: int) -> None:
+def print_outcome(
+    console: Console, result: str, conn: Connection, now_ms: int, sessions: SessionLookup
+) -> None:
     console.print(
         f"{conn.connection_id}: {result} - {conn.desired_state.value}, "
-        f"owner {owner_text(conn)}, lease {lease_text(conn, now_ms)}, token {conn.token}, "
+        f"owner {owner_text(conn)}, lease {lease_text(conn, now_ms, sessions)}, "
+        f"token {conn.token}, "
         f"checkpoint {conn.checkpoint_seq}, url {redact_url(conn.ws_url)}",
         highlight=False,
         soft_wrap=True,

@@ -44,6 +44,7 @@ async def watch(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             refreshes = 0
             while True:
                 connections = await store.list_connections(limit=args.limit)
+                sessions = {s.session_id: s for s in await store.list_sessions()}
                 lags = dict(await asyncio.gather(*(p.lag() for p in probes)))
                 show(
                     fleet_view.render(
@@ -52,6 +53,7 @@ async def watch(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                         top=args.top,
                         lags=lags,
                         truncated=len(connections) >= args.limit,
+                        sessions=sessions,
                     )
                 )
                 refreshes += 1

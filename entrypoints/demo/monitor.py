@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from application.errors import ApplicationError
-from domain import NO_OWNER, Connection, LeaseStatus
+from domain import NO_OWNER, Connection, LeaseStatus, WorkerSession
 from entrypoints.demo import http
 from entrypoints.demo.backends import Probe
 from entrypoints.demo.processes import Child
@@ -28,6 +28,7 @@ def worker_name(owner: str) -> str:
 class Snapshot:
     at_ms: int
     connections: dict[str, Connection]
+    sessions: dict[str, WorkerSession]
     streams: dict[str, dict[str, object]]  # the simulator's records by stream id
     workers: tuple[Child, ...]
 
@@ -38,7 +39,7 @@ class Snapshot:
     def held_by(self, connection_id: str) -> str:
         """The worker name holding a live lease on the connection, or ""."""
         conn = self.connections.get(connection_id)
-        if conn is None or conn.lease_status(self.at_ms) is not LeaseStatus.HELD:
+        if conn is None or conn.lease_status(self.at_ms, self.sessions) is not LeaseStatus.HELD:
             return ""
         return worker_name(conn.owner)
 
@@ -71,11 +72,13 @@ class Monitor:
 
     async def refresh(self) -> Snapshot:
         connections = await self._probe.store.list_connections(limit=10_000)
+        sessions = {s.session_id: s for s in await self._probe.store.list_sessions()}
         status, body = await http.call("GET", self._records_url)
         streams = body.get("streams", {}) if status == 200 and isinstance(body, dict) else {}
         snapshot = Snapshot(
             at_ms=time.time_ns() // 1_000_000,
             connections={c.connection_id: c for c in connections if c.connection_id in self._ids},
+            sessions=sessions,
             streams={k: v for k, v in streams.items() if k in self._ids},
             workers=tuple(self._workers()),
         )

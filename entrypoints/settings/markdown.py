@@ -9,10 +9,10 @@ from entrypoints.settings.table import GROUPS, ROUTER, WORKER, Setting
 # us-east-1 on-demand list prices per million request units (check your region's).
 WRITE_PRICE_PER_MILLION = 0.625
 READ_PRICE_PER_MILLION = 0.125
-# A renewal updates the item (1 WRU) and moves its orphan-index entry: the index sort key
-# (available_at_ms) changes, which DynamoDB does as a delete plus a put (2 WRU).
-WRU_PER_RENEWAL = 3
-# Desired-state checks: BatchGetItem, eventually consistent: 0.5 RRU per item.
+# A session renewal is one conditional UpdateItem of a small item with no index (1 WRU).
+WRU_PER_RENEWAL = 1
+# A STOP check is one eventually consistent Query of the sparse stops-by-owner index, which
+# holds only STOPPED connections still owned: 0.5 RRU when it finds none.
 RRU_PER_CHECK = 0.5
 HOURS_PER_MONTH = 730
 
@@ -77,13 +77,17 @@ def _default(value: Any) -> str:
 _DEFAULTS = """
 ## Why these defaults
 
-- Lease 20 s, heartbeat 5 s, desired-state check 10 s, reconciliation at least every 60 s,
-  100 connections per worker: the article's starting points. Reconciliation also wakes when
-  the next lease can expire, so a crashed worker's connections move about one lease after its
-  last renewal (docs/decisions.md).
-- Self-fence margin 6 s: a worker stops trusting its lease 6 s before it could expire, which
-  covers a quarter-lease clock skew (measured in tests/unit/test_worker_resilience.py; see
-  docs/decisions.md).
+- Lease 4 s, heartbeat 1 s, self-fence margin 1 s, STOP check 2 s (issue 12): the lease is the
+  worker session's, renewed once per worker, so a short one costs 3,600 writes per
+  worker-hour whatever the connections. Reconciliation wakes when the next session can
+  expire, so a crashed worker's connections are taken about one lease (4 s) after its last
+  renewal; a worker that cannot renew for 3 s stops streaming. Clock skew between workers
+  must stay below the 1 s margin minus the store's write latency (docs/decisions.md).
+- Checkpoint interval 3,600 s: a connection's checkpoint is written once an hour while it
+  streams (and on every release); after a crash the new owner resumes from what the sink
+  shows stored past it. With a sink that cannot say, lower it: everything after the last
+  checkpoint is received again (stored idempotently) after a crash.
+- Reconciliation at least every 60 s, 100 connections per worker.
 - Shutdown budget 20 s: inside ECS's default 30 s `stopTimeout`, so a rolling deploy's SIGTERM
   always ends in released leases and handoff hints, never in a SIGKILL. Keep
   `stopTimeout` > budget + 5 s (the worker's own watchdog exits at budget + 5 s).
@@ -106,8 +110,7 @@ def _cost_section() -> str:
     for heartbeat, check in (
         (d.heartbeat_interval_s, d.desired_state_interval_s),
         (2, 5),
-        (10, 10),
-        (10, 30),
+        (5, 10),
     ):
         writes = 3600 / heartbeat * WRU_PER_RENEWAL
         reads = 3600 / check * RRU_PER_CHECK
@@ -119,24 +122,24 @@ def _cost_section() -> str:
         )
         rows.append(
             f"| {heartbeat:g} s{label} | {check:g} s | {writes:,.0f} | {reads:,.0f} | "
-            f"${dollars:.5f} | ${dollars * HOURS_PER_MONTH * 1000:,.0f} |\n"
+            f"${dollars:.5f} | ${dollars * HOURS_PER_MONTH:,.2f} |\n"
         )
     return (
         "\n## What the timings cost on DynamoDB\n\n"
-        "Per connection-hour in on-demand request units, at us-east-1 list prices "
-        f"(${WRITE_PRICE_PER_MILLION} per million writes, ${READ_PRICE_PER_MILLION} per "
-        "million reads; check your region). A heartbeat is one conditional UpdateItem (1 WRU) "
-        f"that also moves the item's entry in the orphan index (2 WRU): {WRU_PER_RENEWAL} WRU. "
-        "A desired-state check is an eventually consistent BatchGetItem: 0.5 RRU per "
-        "connection. The lease length itself costs nothing; it sets how long a crashed "
-        "worker's connections wait (keep it at least 3-4 heartbeats plus the self-fence "
-        "margin).\n\n"
-        "| Heartbeat | Desired-state check | WRU/h | RRU/h | $ per connection-hour "
-        "| $ per 1,000 connections per month |\n"
+        "Per **worker**-hour, whatever the connections it holds, in on-demand request units at "
+        f"us-east-1 list prices (${WRITE_PRICE_PER_MILLION} per million writes, "
+        f"${READ_PRICE_PER_MILLION} per million reads; check your region). A heartbeat renews "
+        f"the worker session: one conditional UpdateItem ({WRU_PER_RENEWAL} WRU). A STOP check "
+        "is one Query of the sparse stops-by-owner index (0.5 RRU). The lease length costs "
+        "nothing; it sets how long a crashed worker's connections wait (keep it at least 3 "
+        "heartbeats plus the self-fence margin).\n\n"
+        "| Heartbeat | STOP check | WRU/h | RRU/h | $ per worker-hour | $ per worker-month |\n"
         "| --- | --- | --- | --- | --- | --- |\n"
         + "".join(rows)
-        + "\nNot included: messages (1 WRU per message under 1 KB, through the default sink), "
-        "lease changes (a transaction of about 4-6 WRU per acquire, release or STOP), "
-        "reconciliation (a few index queries per worker per lease, not per connection), SQS "
-        "and CloudWatch.\n"
+        + "\nPer connection: one checkpoint write per `WSFLEET_CHECKPOINT_INTERVAL_S` (1 WRU an "
+        "hour by default) and the ownership changes (a transaction of about 4-8 WRU per "
+        "acquire, takeover, release or STOP). Not included: messages (1 WRU per message under "
+        "1 KB, through the default sink), reconciliation (a Scan of the sessions table and a "
+        "few index queries per worker per lease, not per connection), SQS and CloudWatch. "
+        "docs/deploy.md has the whole table.\n"
     )

@@ -425,15 +425,27 @@ _UPSTREAM = (
 _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
     "lease_ms": (
         Number(integer=True, minimum=1000),
-        "Lease length in ms: a crashed worker's connections are taken over after this.",
+        "The worker session's lease in ms: a crashed worker's connections are taken over "
+        "after this.",
     ),
-    "heartbeat_interval_s": (_SECONDS, "Seconds between lease renewals (each is one write)."),
+    "heartbeat_interval_s": (
+        _SECONDS,
+        "Seconds between renewals of the worker session (one write per worker, whatever it holds).",
+    ),
     "self_fence_margin_ms": (
         Number(integer=True, minimum=1),
-        "A worker stops streaming this long before its lease could expire "
-        "without a renewal (slow clocks, stuck calls).",
+        "A worker stops streaming this long before its session could expire "
+        "without a renewal (clock skew, stuck calls).",
     ),
-    "desired_state_interval_s": (_SECONDS, "Seconds between checks for STOP of held connections."),
+    "desired_state_interval_s": (
+        _SECONDS,
+        "Seconds between checks for STOP of held connections (one indexed read per worker).",
+    ),
+    "checkpoint_interval_s": (
+        _SECONDS,
+        "Seconds between checkpoint writes of each streaming connection (plus one on every "
+        "release). Lower it for a sink that cannot report what it stored.",
+    ),
     "reconcile_interval_s": (
         _SECONDS,
         "Longest pause between orphan scans (they also run when the next lease can expire).",

@@ -36,7 +36,7 @@ from tests.support.dynamodb import read_messages
 
 # The article's timings at 1/10: lease 2 s, heartbeat 0.5 s, desired-state check 1 s,
 # self-fence margin 0.6 s, shutdown budget 2 s.
-CONFIG = WorkerConfig().scaled(0.1)
+CONFIG = WorkerConfig().scaled(0.5)  # lease 2 s, heartbeat 0.5 s, STOP check 1 s
 HINT_VISIBILITY_S = 3  # a hint a dead worker received comes back after 3 s, not 30
 # Two departures from the plain 1/10 scale, made when moto (DynamoDB requests served one at a
 # time) was the AWS backend and kept because this machine's two cores are shared: messages are

@@ -240,7 +240,15 @@ async def store_hiccups(run: ChaosRun) -> None:
         ("store timeouts 0.25s at 10%", {"timeout_s": 0.25, "timeout_rate": 0.1}, LEASE_S),
         (
             "lost responses",
-            {"lose_responses": {"renew": 2, "try_acquire": 1, "release": 1, "desired_states": 1}},
+            {
+                "lose_responses": {
+                    "RenewSession": 2,
+                    "Acquire": 1,
+                    "Checkpoint": 1,
+                    "Release": 1,
+                    "stop_requested": 1,
+                }
+            },
             LEASE_S,
         ),
     ]

@@ -29,6 +29,11 @@ from tests.support.dynamodb import TABLES, dynamodb_client, read_messages
 # production default and makes "every shard is paged" a real property of the test.
 DYNAMODB_SHARDS = 16
 
+# Items per page of the DynamoDB sink's resume-point Query: small, so that the contract's
+# multi-page cases cross page boundaries with a few hundred messages (1 MB pages would take
+# thousands of writes; test_dynamodb_sink.py covers those).
+DYNAMODB_QUERY_PAGE = 50
+
 StoreFactory = Callable[[pytest.FixtureRequest, AsyncExitStack], Awaitable[ConnectionStore]]
 
 
@@ -98,7 +103,8 @@ async def dynamodb_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -
     async def read(connection_id: str) -> list[StoredMessage]:
         return await read_messages(client, TABLES.messages, connection_id)
 
-    return SinkUnderTest(DynamoDbMessageSink(client, TABLES.messages), read)
+    sink = DynamoDbMessageSink(client, TABLES.messages, query_page_limit=DYNAMODB_QUERY_PAGE)
+    return SinkUnderTest(sink, read)
 
 
 async def sqlite_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -> SinkUnderTest:

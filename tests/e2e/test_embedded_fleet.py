@@ -14,6 +14,7 @@ import pytest
 from adapters.sqlite.message_sink import SqliteMessageSink
 from application.ports import ConnectionStore
 from application.router import EventRouter
+from application.worker.session_keeper import worker_of
 from domain import NO_OWNER, DesiredState, LeaseStatus
 from entrypoints.containers import provide, shutdown
 from entrypoints.embedded import EmbeddedContainer, messages_path
@@ -59,9 +60,10 @@ class Fleet:
         """connection -> name of the worker holding a live lease ("" if none)."""
         now = time.time_ns() // 1_000_000
         held = {}
+        sessions = {s.session_id: s for s in await self.store.list_sessions()}
         for conn in await self.store.list_connections():
-            live = conn.lease_status(now) is LeaseStatus.HELD
-            held[conn.connection_id] = conn.owner.rsplit("-", 1)[0] if live else ""
+            live = conn.lease_status(now, sessions) is LeaseStatus.HELD
+            held[conn.connection_id] = worker_of(conn.owner).rsplit("-", 1)[0] if live else ""
         return held
 
     async def until_each_has_one_live_owner_and_one_subscriber(self) -> dict[str, str]:

@@ -22,9 +22,11 @@ async def test_watch_refreshes_and_shows_load_leases_and_the_waiting(tmp_path: P
     async with SqliteConnectionStore.open(data / "wsfleet.sqlite") as store:
         for i in range(30):
             await store.start(f"c{i:02d}", f"wss://feed.example.com/{i}", clock.now_ms())
+        for owner in ("alpha-1#1", "beta-2#1"):
+            await store.open_session(owner, LEASE_MS, 100, clock.now_ms())
         for i in range(29):
-            owner = "alpha-1" if i < 20 else "beta-2"
-            assert await store.try_acquire(f"c{i:02d}", owner, LEASE_MS, clock.now_ms())
+            owner = "alpha-1#1" if i < 20 else "beta-2#1"
+            assert await store.try_acquire(f"c{i:02d}", owner, clock.now_ms())
     dead_probe = f"http://127.0.0.1:{free_port()}"
     watch = await CliProcess(
         "watch",

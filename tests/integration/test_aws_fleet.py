@@ -25,13 +25,14 @@ from application.config import WorkerConfig
 from application.router import EventRouter
 from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
+from application.worker.session_keeper import worker_of
 from domain import DesiredState, LeaseTakenOver
 from entrypoints.devstack.aws import LocalAws
 from entrypoints.simulator import UpstreamSimulator
 from tests.support.dynamodb import TABLES, dynamodb_client, read_messages
 from tests.support.resolver import StaticResolver
 
-CONFIG = WorkerConfig().scaled(0.1)  # lease 2 s, heartbeat 0.5 s, desired-state check 1 s
+CONFIG = WorkerConfig().scaled(0.5)  # lease 2 s, heartbeat 0.5 s, STOP check 1 s
 # Each message is one conditional put (the sink is fenced, issue 13): moto, in-process and
 # serving one request at a time, holds the event loop longer per message than with batches.
 RATE = 10.0
@@ -130,7 +131,9 @@ async def test_three_workers_on_aws_adapters_survive_crash_and_handoff_without_l
     await eventually(lambda: all(len(fleet.owners(c)) == 1 for c in ids))
     for cid in crashed:
         history = await fleet.store.history(cid)
-        assert [e.previous_owner for e in history if isinstance(e, LeaseTakenOver)] == [victim]
+        assert [worker_of(e.previous_owner) for e in history if isinstance(e, LeaseTakenOver)] == [
+            victim
+        ]
 
     # Graceful handoff: another worker leaves; a fresh one joins.
     leaving = next(n for n, (_, _, t) in fleet.workers.items() if not t.done())

@@ -15,7 +15,7 @@ import pytest
 
 from adapters.dynamodb.connection_store import DynamoDbConnectionStore
 from adapters.dynamodb.tables import create_tables
-from domain import ConnectionRestarted, LeaseAcquired, LeaseTakenOver, StopRequested
+from domain import ConnectionRestarted, LeaseAcquired, LeaseTakenOver, StopRequested, WorkerSession
 from entrypoints.devstack.aws import LocalAws
 from tests.support.dynamodb import TABLES, FaultyClient, dynamodb_client
 
@@ -144,7 +144,7 @@ async def test_takeovers_racing_the_dead_owners_renew_leave_one_consistent_owner
             assert renewed is None
             assert len(winners) == 1
         else:
-            assert renewed is not None
+            assert isinstance(renewed, WorkerSession)
             assert renewed.expires_at_ms == owner_now + LEASE
         if winners:
             takeovers += 1

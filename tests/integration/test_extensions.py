@@ -39,7 +39,7 @@ async def container_for() -> AsyncIterator[Any]:
 
 
 def message(seq: int) -> StoredMessage:
-    return StoredMessage("m1", seq, f"m1:{seq}", 1_700_000_000_000, "w1", 1)
+    return StoredMessage("m1", seq, f"m1:{seq}", 1_700_000_000_000, "w1", 1, seq - 1)
 
 
 async def test_example_sink_replaces_the_default_and_writes_idempotently(

@@ -21,7 +21,7 @@ async def test_concurrent_batches_of_upserts_all_succeed(tmp_path: Path) -> None
         async def writer(cid: str) -> None:
             for start in range(1, 1_500, 10):
                 batch = [
-                    StoredMessage(cid, seq, f"{cid}:{seq}", 0, "w", 1)
+                    StoredMessage(cid, seq, f"{cid}:{seq}", 0, "w", 1, seq - 1)
                     for seq in range(start, start + 10)
                 ]
                 await sink.write(batch)

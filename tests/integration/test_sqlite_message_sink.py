@@ -11,7 +11,7 @@ from application.ports import StoredMessage
 
 
 def message(seq: int, cid: str = "c1", token: int = 1) -> StoredMessage:
-    return StoredMessage(cid, seq, f"data {seq}", 1_700_000_000_000, f"w{token}", token)
+    return StoredMessage(cid, seq, f"data {seq}", 1_700_000_000_000, f"w{token}", token, seq - 1)
 
 
 async def test_rewrites_of_stored_seqs_are_counted_per_connection(tmp_path: Path) -> None:

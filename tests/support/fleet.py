@@ -21,6 +21,7 @@ from application.ports import NotificationQueue
 from application.router import EventRouter
 from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
+from domain import WorkerSession
 
 # The article's defaults, on virtual time: tests are as slow as production, yet finish fast.
 DEFAULT_CONFIG = WorkerConfig()
@@ -148,15 +149,32 @@ class Fleet:
             assert self.sink.messages[(connection_id, seq)].data == f"{url}#{seq}"
 
     async def assert_checkpoint_stored(self, connection_id: str) -> int:
-        """The invariant every sink fault must keep: everything up to the stored checkpoint is
-        in the sink (a new owner resumes after it, so a hole below it is lost for good).
-        Returns the checkpoint."""
+        """The invariant every sink fault must keep: everything up to the checkpoint is in
+        the sink — the one recorded in the store, and the one each running owner holds (what
+        it records hourly and hands back on release): a new owner resumes after it, so a hole
+        below it is lost for good. Returns the highest of them."""
         state = await self.store.get(connection_id)
         assert state is not None
-        missing = sorted(
-            set(range(1, state.checkpoint_seq + 1)) - set(self.sink.seqs(connection_id))
-        )
-        assert not missing, (
-            f"{connection_id}: checkpoint {state.checkpoint_seq} but seqs {missing[:20]} not stored"
-        )
-        return state.checkpoint_seq
+        checkpoints = [state.checkpoint_seq] + [
+            s.ingest.checkpoint
+            for m in self.members.values()
+            if not m.task.done()
+            for s in m.worker.sessions
+            if s.connection_id == connection_id
+        ]
+        stored = set(self.sink.seqs(connection_id))
+        for checkpoint in checkpoints:
+            missing = sorted(set(range(1, checkpoint + 1)) - stored)
+            assert not missing, (
+                f"{connection_id}: checkpoint {checkpoint} but seqs {missing[:20]} not stored"
+            )
+        return max(checkpoints)
+
+    async def owner_session(self, connection_id: str) -> WorkerSession:
+        """The session that owns `connection_id` (its expiry is the lease's)."""
+        state = await self.store.get(connection_id)
+        assert state is not None
+        assert state.owner
+        session = await self.store.get_session(state.owner)
+        assert session is not None
+        return session

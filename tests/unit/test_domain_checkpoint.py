@@ -1,44 +1,50 @@
-"""Checkpoints: the highest durably stored seq rides on renew and release, and never regresses."""
+"""Checkpoints: the highest durably stored seq, recorded by the owner (a rare Checkpoint, and
+the final one on release), never regressing, and where a new owner resumes."""
 
 import pytest
 
 from domain import (
     Acquire,
+    Checkpoint,
     Checkpointed,
     CheckpointRegressed,
     EndStream,
     LeaseReleased,
-    LeaseRenewed,
     Release,
-    Renew,
     ReportUpstreamFailure,
     decide,
+    is_ownership_event,
 )
-from tests.unit.domain_given import CID, LEASE_MS, T0, checkpointed, leased, run
+from tests.unit.domain_given import CID, EXPIRY, LIVE, T0, checkpointed, leased, live_at, run
 
 
-def test_renew_records_the_checkpoint_in_the_same_decision() -> None:
-    conn = leased("w1")
+def test_a_checkpoint_is_recorded_and_is_where_a_new_owner_resumes() -> None:
+    before = leased("s1")
 
-    conn, events = run(conn, Renew(CID, "w1", 1, LEASE_MS, 17), T0 + 1)
+    conn, events = run(before, Checkpoint(CID, "s1", 1, 17), T0 + 1)
 
-    assert [type(e) for e in events] == [LeaseRenewed, Checkpointed]
-    assert conn.checkpoint_seq == 17
-    assert conn.resume_from_seq == 18
+    assert events == [Checkpointed(connection_id=CID, version=3, at_ms=T0 + 1, seq=17)]
+    assert (conn.checkpoint_seq, conn.resume_from_seq) == (17, 18)
+    assert (conn.owner, conn.token) == (before.owner, before.token)  # ownership untouched
 
 
-def test_renew_without_progress_records_no_checkpoint_event() -> None:
+def test_a_checkpoint_is_not_written_to_the_ownership_log() -> None:
+    """Checkpoints move only the current state, as heartbeats do: the log stays small."""
+    _, events = run(leased("s1"), Checkpoint(CID, "s1", 1, 17), T0 + 1)
+
+    assert not any(is_ownership_event(e) for e in events)
+
+
+def test_a_checkpoint_without_progress_records_nothing() -> None:
     conn = checkpointed(seq=17)
 
-    _, events = run(conn, Renew(CID, "w1", 1, LEASE_MS, 17), T0 + 1)
-
-    assert [type(e) for e in events] == [LeaseRenewed]
+    assert decide(conn, Checkpoint(CID, "s1", 1, 17), T0 + 1, LIVE) == []
 
 
 def test_release_records_the_final_checkpoint_before_releasing() -> None:
     conn = checkpointed(seq=17)
 
-    conn, events = run(conn, Release(CID, "w1", 1, 25), T0 + 1)
+    conn, events = run(conn, Release(CID, "s1", 1, 25), T0 + 1)
 
     assert [type(e) for e in events] == [Checkpointed, LeaseReleased]
     assert conn.checkpoint_seq == 25
@@ -47,26 +53,27 @@ def test_release_records_the_final_checkpoint_before_releasing() -> None:
 @pytest.mark.parametrize(
     "command",
     [
-        Renew(CID, "w1", 1, LEASE_MS, 16),
-        Release(CID, "w1", 1, 16),
-        EndStream(CID, "w1", 1, 16),
-        ReportUpstreamFailure(CID, "w1", 1, 16, T0 + 5000, "refused"),
+        Checkpoint(CID, "s1", 1, 16),
+        Release(CID, "s1", 1, 16),
+        EndStream(CID, "s1", 1, 16),
+        ReportUpstreamFailure(CID, "s1", 1, 16, T0 + 5000, "refused"),
     ],
     ids=lambda command: type(command).__name__,
 )
 def test_checkpoint_never_goes_backwards(
-    command: Renew | Release | EndStream | ReportUpstreamFailure,
+    command: Checkpoint | Release | EndStream | ReportUpstreamFailure,
 ) -> None:
     conn = checkpointed(seq=17)
 
     with pytest.raises(CheckpointRegressed, match=f"checkpoint 16 of {CID!r} is behind .* 17"):
-        decide(conn, command, T0 + 1)
+        decide(conn, command, T0 + 1, LIVE)
 
 
 def test_new_owner_resumes_after_the_previous_owners_checkpoint() -> None:
-    conn = checkpointed(seq=17, worker="w1")
+    conn = checkpointed(seq=17, owner="s1")
+    now = EXPIRY + 1
 
-    conn = run(conn, Acquire(CID, "w2", LEASE_MS), conn.expires_at_ms + 1)[0]
+    conn = run(conn, Acquire(CID, "s2"), now, live_at(now, "s2"))[0]
 
-    assert conn.owner == "w2"
+    assert conn.owner == "s2"
     assert conn.resume_from_seq == 18

@@ -5,15 +5,15 @@ import pytest
 
 from domain import (
     Acquire,
+    Checkpoint,
     Command,
     Connection,
     ConnectionStarted,
     Event,
     InvalidCommand,
     InvalidTransition,
-    LeaseRenewed,
+    LeaseAcquired,
     Release,
-    Renew,
     Start,
     Stop,
     StopRequested,
@@ -21,7 +21,7 @@ from domain import (
     evolve,
     fold,
 )
-from tests.unit.domain_given import CID, LEASE_MS, T0, URL, leased, run, started
+from tests.unit.domain_given import CID, T0, URL, leased, run, started
 
 
 def test_folding_the_history_rebuilds_the_incrementally_evolved_state() -> None:
@@ -29,10 +29,10 @@ def test_folding_the_history_rebuilds_the_incrementally_evolved_state() -> None:
     history: list[Event] = []
     steps: list[tuple[Command, int]] = [
         (Start(CID, URL), T0),
-        (Acquire(CID, "w1", LEASE_MS), T0 + 1),
-        (Renew(CID, "w1", 1, LEASE_MS, 7), T0 + 2),
+        (Acquire(CID, "s1"), T0 + 1),
+        (Checkpoint(CID, "s1", 1, 7), T0 + 2),
         (Stop(CID), T0 + 3),
-        (Release(CID, "w1", 1, 9), T0 + 4),
+        (Release(CID, "s1", 1, 9), T0 + 4),
         (Start(CID, URL), T0 + 5),
     ]
     for command, now in steps:
@@ -51,7 +51,7 @@ def test_fold_of_no_events_is_no_connection() -> None:
 
 
 def test_evolve_rejects_a_repeated_version() -> None:
-    conn = leased("w1")
+    conn = leased("s1")
     stale = StopRequested(connection_id=CID, version=conn.version, at_ms=T0)
 
     with pytest.raises(InvalidTransition, match=f"StopRequested v2 cannot follow {CID!r} v2"):
@@ -72,12 +72,10 @@ def test_evolve_rejects_a_first_event_that_is_not_version_one() -> None:
 
 
 def test_evolve_rejects_an_event_on_an_unknown_connection() -> None:
-    event = LeaseRenewed(
-        connection_id=CID, version=1, at_ms=T0, owner="w1", token=1, expires_at_ms=T0 + LEASE_MS
-    )
+    event = LeaseAcquired(connection_id=CID, version=1, at_ms=T0, owner="s1", token=1)
 
     with pytest.raises(
-        InvalidTransition, match=f"LeaseRenewed on {CID!r}, which was never started"
+        InvalidTransition, match=f"LeaseAcquired on {CID!r}, which was never started"
     ):
         evolve(None, event)
 

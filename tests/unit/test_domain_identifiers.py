@@ -1,8 +1,9 @@
-"""What may enter the domain from outside: connection ids, worker ids and upstream URLs."""
+"""What may enter the domain from outside: connection ids, worker session ids and upstream
+URLs."""
 
 import pytest
 
-from domain import InvalidCommand, validate_connection_id, validate_ws_url
+from domain import InvalidCommand, validate_connection_id, validate_session_id, validate_ws_url
 from domain.identifiers import MAX_URL_LENGTH
 
 
@@ -84,3 +85,22 @@ def test_other_urls_are_refused_saying_why(ws_url: str, reason: str) -> None:
 def test_malformed_host_or_port_is_an_invalid_command_not_a_crash(url: str) -> None:
     with pytest.raises(InvalidCommand, match="ws_url has"):
         validate_ws_url(url)
+
+
+@pytest.mark.parametrize(
+    "session_id",
+    ["s", "worker-7/0b9e6a8e-2f6c-4b8e-9a53-0f7b6d1c2e3a", "ip-10-0-1-7 #3", "ü" * 256],
+)
+def test_printable_session_ids_of_1_to_256_characters_are_accepted(session_id: str) -> None:
+    assert validate_session_id(session_id) == session_id
+
+
+@pytest.mark.parametrize(
+    "session_id", ["", "s" * 257, "s1\n", "s1\nforged log line", "\x00", "s\t1"]
+)
+def test_empty_long_or_unprintable_session_ids_are_refused(session_id: str) -> None:
+    """A session id is a key in every store and goes into log lines."""
+    with pytest.raises(
+        InvalidCommand, match=r"^a worker session id must be 1-256 printable characters$"
+    ):
+        validate_session_id(session_id)

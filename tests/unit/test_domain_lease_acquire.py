@@ -1,128 +1,220 @@
-"""Acquire and takeover: who may take a connection's lease, and when."""
+"""Acquire and takeover: which live worker session may take a connection, and when.
+
+A lease is held while its owner's session is live; it may be taken when there is no owner or
+the owner's session is expired, ended or gone, and only by a live session."""
 
 import pytest
 
 from domain import (
     Acquire,
     ConnectionNotFound,
+    ConnectionStopped,
     InvalidCommand,
     LeaseAcquired,
     LeaseStatus,
     LeaseTakenOver,
     LeaseUnavailable,
     Release,
+    SessionLookup,
+    SessionNotLive,
     Start,
     Stop,
+    WorkerSession,
     decide,
 )
-from tests.unit.domain_given import CID, LEASE_MS, T0, URL, leased, run, started
+from tests.unit.domain_given import (
+    CID,
+    EXPIRY,
+    LIVE,
+    T0,
+    URL,
+    ended,
+    leased,
+    live_at,
+    opened,
+    renewed,
+    run,
+    sessions,
+    started,
+)
 
 
 def test_acquire_of_never_leased_connection_grants_token_one() -> None:
-    conn, events = run(started(), Acquire(CID, "w1", LEASE_MS), T0 + 5)
+    conn, events = run(started(), Acquire(CID, "s1"), T0 + 5)
 
     assert events == [
-        LeaseAcquired(
-            connection_id=CID,
-            version=2,
-            at_ms=T0 + 5,
-            owner="w1",
-            token=1,
-            expires_at_ms=T0 + 5 + LEASE_MS,
-        )
+        LeaseAcquired(connection_id=CID, version=2, at_ms=T0 + 5, owner="s1", token=1)
     ]
-    assert conn.is_held_by("w1", 1, T0 + 5)
+    assert conn.is_held_by("s1", 1, T0 + 5, LIVE)
+    assert conn.lease_status(T0 + 5, LIVE) is LeaseStatus.HELD
 
 
-def test_acquire_of_held_lease_is_refused_naming_the_owner() -> None:
-    conn = leased("w1")
-
-    with pytest.raises(LeaseUnavailable, match=f"{CID!r} is leased by 'w1' for another 4000 ms"):
-        decide(conn, Acquire(CID, "w2", LEASE_MS), T0 + LEASE_MS - 4000)
+def test_acquire_of_a_lease_held_by_a_live_session_is_refused_naming_it() -> None:
+    with pytest.raises(
+        LeaseUnavailable, match=rf"^connection '{CID}' is leased by live session 's1'$"
+    ):
+        decide(leased("s1"), Acquire(CID, "s2"), EXPIRY, LIVE)
 
 
 def test_owner_cannot_acquire_its_own_held_lease_again() -> None:
-    """A second acquire would hand out a second token for one holder; renew instead."""
+    """A second acquire would hand out a second token for one holder."""
     with pytest.raises(LeaseUnavailable):
-        decide(leased("w1"), Acquire(CID, "w1", LEASE_MS), T0 + 1)
+        decide(leased("s1"), Acquire(CID, "s1"), T0 + 1, LIVE)
 
 
-def test_lease_expires_strictly_after_expires_at() -> None:
-    conn = leased("w1")
-    expires_at = conn.expires_at_ms
-
-    assert conn.lease_status(expires_at) is LeaseStatus.HELD
-    assert conn.is_held_by("w1", conn.token, expires_at)
-    with pytest.raises(LeaseUnavailable):
-        decide(conn, Acquire(CID, "w2", LEASE_MS), expires_at)
-
-    assert conn.lease_status(expires_at + 1) is LeaseStatus.EXPIRED
-    assert not conn.is_held_by("w1", conn.token, expires_at + 1)
-    assert run(conn, Acquire(CID, "w2", LEASE_MS), expires_at + 1)[0].owner == "w2"
+def _dead(kind: str) -> SessionLookup:
+    """s1 dead (expired, ended or forgotten) and s2 live, one ms after s1's expiry or earlier."""
+    s2 = renewed(opened("s2"), EXPIRY)  # live well past s1's expiry
+    if kind == "expired":
+        return sessions(opened("s1"), s2)
+    if kind == "ended":
+        return sessions(ended(opened("s1"), T0 + 1), s2)
+    return sessions(s2)  # "missing": the item was never written or was cleaned up
 
 
-def test_acquire_of_expired_lease_is_a_takeover_naming_the_previous_owner() -> None:
-    conn = leased("w1")
-    now = conn.expires_at_ms + 1
+NOW_DEAD = {"expired": EXPIRY + 1, "ended": T0 + 2, "missing": T0 + 2}
 
-    conn2, events = run(conn, Acquire(CID, "w2", LEASE_MS), now)
+
+@pytest.mark.parametrize("kind", sorted(NOW_DEAD))
+def test_a_connection_whose_owner_session_died_is_taken_over_naming_the_previous_owner(
+    kind: str,
+) -> None:
+    conn, now, fleet = leased("s1"), NOW_DEAD[kind], _dead(kind)
+    assert conn.lease_status(now, fleet) is LeaseStatus.EXPIRED
+    assert conn.is_orphan(now, fleet)
+
+    taken, events = run(conn, Acquire(CID, "s2"), now, fleet)
 
     assert events == [
         LeaseTakenOver(
             connection_id=CID,
             version=conn.version + 1,
             at_ms=now,
-            owner="w2",
+            owner="s2",
             token=2,
-            expires_at_ms=now + LEASE_MS,
-            previous_owner="w1",
+            previous_owner="s1",
             previous_token=1,
-            previous_expires_at_ms=conn.expires_at_ms,
         )
     ]
-    assert conn2.is_held_by("w2", 2, now)
+    assert taken.is_held_by("s2", 2, now, fleet)
+    assert not taken.is_held_by("s1", 1, now, fleet)
+
+
+def test_lease_is_held_until_the_owners_session_expires_inclusive() -> None:
+    conn = leased("s1")
+    fleet = _dead("expired")
+
+    assert conn.lease_status(EXPIRY, fleet) is LeaseStatus.HELD
+    assert conn.is_held_by("s1", conn.token, EXPIRY, fleet)
+    assert not conn.is_orphan(EXPIRY, fleet)
+    with pytest.raises(LeaseUnavailable):
+        decide(conn, Acquire(CID, "s2"), EXPIRY, fleet)
+
+    assert conn.lease_status(EXPIRY + 1, fleet) is LeaseStatus.EXPIRED
+    assert run(conn, Acquire(CID, "s2"), EXPIRY + 1, fleet)[0].owner == "s2"
+
+
+def test_a_renewed_owner_session_keeps_its_connections_past_the_first_expiry() -> None:
+    """One heartbeat per worker holds every connection it owns: no per-connection renew."""
+    conn = leased("s1")
+    fleet = sessions(renewed(opened("s1"), EXPIRY), renewed(opened("s2"), EXPIRY))
+
+    assert conn.is_held_by("s1", 1, EXPIRY + 5_000, fleet)
+    with pytest.raises(LeaseUnavailable):
+        decide(conn, Acquire(CID, "s2"), EXPIRY + 5_000, fleet)
+
+
+@pytest.mark.parametrize(
+    "acquirer",
+    [
+        opened("s2", T0 - 20_000),  # expired long ago
+        ended(opened("s2"), T0),  # ended
+        None,  # unknown
+    ],
+    ids=["expired", "ended", "unknown"],
+)
+def test_acquire_needs_the_acquirers_session_live(acquirer: WorkerSession | None) -> None:
+    """A dead session must own nothing new, so a frozen worker takes nothing."""
+    for conn in (started(), run(leased("s1"), Release(CID, "s1", 1, 0), T0 + 1)[0]):
+        fleet = {} if acquirer is None else sessions(acquirer)
+        with pytest.raises(SessionNotLive, match=r"^worker session 's2' is not live$"):
+            decide(conn, Acquire(CID, "s2"), T0 + 2, fleet)
+
+
+def test_without_any_sessions_no_acquire_is_granted() -> None:
+    """decide's default: no sessions to consult, so nobody is live."""
+    with pytest.raises(SessionNotLive):
+        decide(started(), Acquire(CID, "s1"), T0)
+
+
+def test_a_dead_acquirer_is_refused_before_anything_about_the_connection() -> None:
+    """A stopped or held connection still answers "not live" to a dead session: the worker's
+    remedy (fence everything, open a new session) is the same whatever it tried to take."""
+    stopped = run(started(), Stop(CID), T0)[0]
+    for conn in (stopped, leased("s1")):
+        with pytest.raises(SessionNotLive):
+            decide(conn, Acquire(CID, "s9"), T0 + 1, LIVE)
+
+
+def test_a_live_session_cannot_take_a_stopped_connection() -> None:
+    stopped = run(started(), Stop(CID), T0)[0]
+
+    with pytest.raises(ConnectionStopped, match=rf"^connection '{CID}' is stopped$"):
+        decide(stopped, Acquire(CID, "s2"), T0 + 1, LIVE)
 
 
 def test_acquire_after_release_is_a_plain_acquire_not_a_takeover() -> None:
-    conn = leased("w1")
-    conn = run(conn, Release(CID, "w1", conn.token, 0), T0 + 1)[0]
+    conn = run(leased("s1"), Release(CID, "s1", 1, 0), T0 + 1)[0]
 
-    _, events = run(conn, Acquire(CID, "w2", LEASE_MS), T0 + 2)
+    _, events = run(conn, Acquire(CID, "s2"), T0 + 2)
 
     assert [type(e) for e in events] == [LeaseAcquired]
 
 
-def test_every_acquire_increases_the_fencing_token() -> None:
-    """Fresh acquire, takeover, acquire after release, acquire after a restart: 1, 2, 3, 4."""
+def test_every_change_of_owner_raises_the_fencing_token() -> None:
+    """Fresh acquire, takeover, acquire after release, the same session again after its own
+    release, and after a restart: 1, 2, 3, 4, 5."""
     tokens = []
-    conn = run(started(), Acquire(CID, "w1", LEASE_MS), T0)[0]
+    conn = leased("s1")
     tokens.append(conn.token)
-    now = conn.expires_at_ms + 1
-    conn = run(conn, Acquire(CID, "w2", LEASE_MS), now)[0]
+    now = EXPIRY + 1
+    fleet = live_at(now, "s2", "s3")  # s1 is gone
+    conn = run(conn, Acquire(CID, "s2"), now, fleet)[0]
     tokens.append(conn.token)
-    conn = run(conn, Release(CID, "w2", conn.token, 0), now + 1)[0]
-    conn = run(conn, Acquire(CID, "w1", LEASE_MS), now + 2)[0]
+    conn = run(conn, Release(CID, "s2", conn.token, 0), now + 1, fleet)[0]
+    conn = run(conn, Acquire(CID, "s3"), now + 2, fleet)[0]
     tokens.append(conn.token)
-    conn = run(conn, Release(CID, "w1", conn.token, 0), now + 3)[0]
-    conn = run(run(conn, Stop(CID), now + 4)[0], Start(CID, URL), now + 5)[0]
-    conn = run(conn, Acquire(CID, "w3", LEASE_MS), now + 6)[0]
+    conn = run(conn, Release(CID, "s3", conn.token, 0), now + 3, fleet)[0]
+    conn = run(conn, Acquire(CID, "s3"), now + 4, fleet)[0]
+    tokens.append(conn.token)
+    conn = run(conn, Release(CID, "s3", conn.token, 0), now + 5, fleet)[0]
+    conn = run(run(conn, Stop(CID), now + 6, fleet)[0], Start(CID, URL), now + 7, fleet)[0]
+    conn = run(conn, Acquire(CID, "s2"), now + 8, fleet)[0]
     tokens.append(conn.token)
 
-    assert tokens == [1, 2, 3, 4]
+    assert tokens == [1, 2, 3, 4, 5]
+
+
+def test_a_worker_back_from_a_freeze_takes_its_old_connection_under_a_new_session_and_token() -> (
+    None
+):
+    """Its old session s1 expired; it opens s1b. Its old (s1, 1) pair must never work again."""
+    conn = leased("s1")
+    now = EXPIRY + 1
+    fleet = sessions(opened("s1"), opened("s1b", now))
+
+    conn, events = run(conn, Acquire(CID, "s1b"), now, fleet)
+
+    assert [type(e) for e in events] == [LeaseTakenOver]
+    assert (conn.owner, conn.token) == ("s1b", 2)
 
 
 def test_acquire_of_unknown_connection_is_refused() -> None:
     with pytest.raises(ConnectionNotFound, match=CID):
-        decide(None, Acquire(CID, "w1", LEASE_MS), T0)
+        decide(None, Acquire(CID, "s1"), T0, LIVE)
 
 
-@pytest.mark.parametrize("lease_ms", [0, -1])
-def test_acquire_with_a_non_positive_lease_is_refused(lease_ms: int) -> None:
-    with pytest.raises(InvalidCommand, match=f"lease_ms must be positive, got {lease_ms}"):
-        decide(started(), Acquire(CID, "w1", lease_ms), T0)
-
-
-@pytest.mark.parametrize("worker_id", ["", "w" * 257])
-def test_acquire_with_an_invalid_worker_id_is_refused(worker_id: str) -> None:
-    with pytest.raises(InvalidCommand, match="worker id"):
-        decide(started(), Acquire(CID, worker_id, LEASE_MS), T0)
+@pytest.mark.parametrize("session_id", ["", "s" * 257, "s1\n", "s1\x00"])
+def test_acquire_with_an_invalid_session_id_is_refused(session_id: str) -> None:
+    with pytest.raises(InvalidCommand, match="worker session id must be 1-256 printable"):
+        decide(started(), Acquire(CID, session_id), T0, LIVE)

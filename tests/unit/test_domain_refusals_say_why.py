@@ -1,6 +1,6 @@
-"""Every refusal names what is wrong (an operator reads it in a 409 or a log line), limits are
-exact at their boundaries, and the lease's remaining time is what the state says. Found by
-mutation testing (`make mutants`, bench/MUTANTS.md): these survived the domain's tests."""
+"""Every refusal names what is wrong (an operator reads it in a 409 or a log line) and limits
+are exact at their boundaries. Found by mutation testing (`make mutants`, bench/MUTANTS.md):
+these survived the domain's tests."""
 
 import attrs
 import pytest
@@ -11,25 +11,29 @@ from domain import (
     InvalidCommand,
     InvalidTransition,
     LeaseLost,
+    LeaseUnavailable,
     Release,
+    SessionNotLive,
     decide,
 )
 from domain.codec import event_from_dict
-from domain.identifiers import MAX_URL_LENGTH, validate_worker_id, validate_ws_url
-from tests.unit.domain_given import CID, LEASE_MS, T0, leased, run, started
+from domain.identifiers import MAX_URL_LENGTH, validate_session_id, validate_ws_url
+from tests.unit.domain_given import CID, EXPIRY, LIVE, T0, leased, live_at, run, started
+
+SESSION_ID_RULE = r"^a worker session id must be 1-256 printable characters$"
 
 
-def test_a_worker_id_of_256_characters_is_valid_and_of_257_is_not() -> None:
-    assert validate_worker_id("w" * 256) == "w" * 256
-    with pytest.raises(InvalidCommand, match=r"^worker id must be 1-256 characters$"):
-        validate_worker_id("w" * 257)
-    with pytest.raises(InvalidCommand, match=r"^worker id must be 1-256 characters$"):
-        validate_worker_id("")
+def test_a_session_id_of_256_characters_is_valid_and_of_257_is_not() -> None:
+    assert validate_session_id("s" * 256) == "s" * 256
+    with pytest.raises(InvalidCommand, match=SESSION_ID_RULE):
+        validate_session_id("s" * 257)
+    with pytest.raises(InvalidCommand, match=SESSION_ID_RULE):
+        validate_session_id("")
 
 
 def test_a_command_for_another_connection_is_refused_by_name() -> None:
     with pytest.raises(InvalidCommand, match=r"^command and state name different connections$"):
-        decide(started(), Acquire("another", "w1", LEASE_MS), T0)
+        decide(started(), Acquire("another", "s1"), T0, LIVE)
 
 
 def test_an_unknown_command_is_refused_naming_its_type() -> None:
@@ -43,44 +47,45 @@ def test_an_unknown_command_is_refused_naming_its_type() -> None:
 
 def test_releasing_a_connection_never_started_names_it() -> None:
     with pytest.raises(ConnectionNotFound, match=f"^connection '{CID}' was never started$"):
-        decide(None, Release(CID, "w1", 1, 0), T0)
+        decide(None, Release(CID, "s1", 1, 0), T0)
 
 
 def test_a_stale_token_after_a_release_is_not_called_a_takeover() -> None:
     """Released by a later owner (no owner now, a newer token): the stale holder lost its
     token, but nobody holds the lease, so nobody "took it over"."""
-    conn = leased("w1")
-    released, _ = run(conn, Release(CID, "w1", conn.token, 0), T0 + 1)
-    again, _ = run(released, Acquire(CID, "w2", LEASE_MS), T0 + 2)
-    free, _ = run(again, Release(CID, "w2", again.token, 0), T0 + 3)
+    conn = leased("s1")
+    released, _ = run(conn, Release(CID, "s1", conn.token, 0), T0 + 1)
+    again, _ = run(released, Acquire(CID, "s2"), T0 + 2)
+    free, _ = run(again, Release(CID, "s2", again.token, 0), T0 + 3)
     assert (free.owner, free.token) == ("", conn.token + 1)
 
-    with pytest.raises(LeaseLost, match=rf"^'w1' no longer holds token 1 on '{CID}'$"):
-        decide(free, Release(CID, "w1", conn.token, 0), T0 + 4)
+    with pytest.raises(LeaseLost, match=rf"^'s1' no longer holds token 1 on '{CID}'$"):
+        decide(free, Release(CID, "s1", conn.token, 0), T0 + 4)
 
 
 def test_a_takeover_is_named_with_the_new_owner_and_both_tokens() -> None:
-    first = leased("w1")
-    taken, _ = run(first, Acquire(CID, "w2", LEASE_MS), T0 + LEASE_MS + 1)
+    first = leased("s1")
+    fleet = live_at(EXPIRY + 1, "s2")
+    taken, _ = run(first, Acquire(CID, "s2"), EXPIRY + 1, fleet)
 
     with pytest.raises(
-        LeaseLost, match=rf"^lease on '{CID}' was taken over by 'w2' \(token 2, yours 1\)$"
+        LeaseLost, match=rf"^lease on '{CID}' was taken over by 's2' \(token 2, yours 1\)$"
     ):
-        decide(taken, Release(CID, "w1", first.token, 0), T0 + LEASE_MS + 2)
+        decide(taken, Release(CID, "s1", first.token, 0), EXPIRY + 2, fleet)
+
+
+def test_refusals_of_an_acquire_name_the_session_and_what_stands_in_the_way() -> None:
+    with pytest.raises(SessionNotLive, match=r"^worker session 's9' is not live$"):
+        decide(started(), Acquire(CID, "s9"), T0, LIVE)
+    with pytest.raises(
+        LeaseUnavailable, match=rf"^connection '{CID}' is leased by live session 's1'$"
+    ):
+        decide(leased("s1"), Acquire(CID, "s2"), T0 + 1, LIVE)
 
 
 def test_an_event_without_a_type_is_refused_by_the_codec() -> None:
     with pytest.raises(InvalidTransition, match=r"^unknown event type None$"):
         event_from_dict({"connection_id": CID, "version": 1})
-
-
-def test_lease_remaining_is_the_time_to_expiry_while_held_and_zero_after() -> None:
-    conn = leased("w1")  # expires at T0 + LEASE_MS
-
-    assert conn.lease_remaining_ms(T0) == LEASE_MS
-    assert conn.lease_remaining_ms(T0 + LEASE_MS - 1) == 1
-    assert conn.lease_remaining_ms(T0 + LEASE_MS + 1) == 0
-    assert started().lease_remaining_ms(T0) == 0
 
 
 @pytest.mark.parametrize(

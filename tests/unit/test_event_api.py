@@ -48,16 +48,17 @@ def api() -> Api:
 
 async def test_get_shows_the_owner_lease_remaining_and_token_of_a_held_lease(api: Api) -> None:
     await api("PUT", "/connections/c1", {"ws_url": "ws://127.0.0.1/x"})
-    await api.store.try_acquire("c1", "worker-7", 20_000, api.clock.now_ms())
+    await api.store.open_session("worker-7#1", 20_000, 10, api.clock.now_ms())
+    await api.store.try_acquire("c1", "worker-7#1", api.clock.now_ms())
     await api.clock.advance(5)
 
     status, view, _ = await api("GET", "/connections/c1")
 
     assert status == 200
-    assert view["owner"] == "worker-7"
+    assert view["owner"] == "worker-7#1"
     assert view["lease_status"] == "HELD"
     assert view["token"] == 1
-    assert 14_000 <= view["lease_remaining_ms"] <= 15_000
+    assert 14_000 <= view["lease_remaining_ms"] <= 15_000, "the owner session's time left"
 
 
 async def test_store_outage_is_503_with_retry_after_and_no_details(api: Api) -> None:

@@ -5,10 +5,22 @@ import io
 
 from rich.console import Console
 
-from domain import NO_OWNER, Connection, DesiredState
+from domain import NO_OWNER, Connection, DesiredState, WorkerSession
 from entrypoints.cli.fleet_view import render, summarize
 
 NOW = 1_700_000_000_000
+
+
+def sessions(workers: int = 40) -> dict[str, WorkerSession]:
+    """Live sessions w00.. with their leases ending 1-20 s from now, and 20 dead ones d00..
+    that expired 1-20 s ago (their connections wait for a takeover, longer as the index
+    grows)."""
+    live = {
+        f"w{k:02d}": WorkerSession(f"w{k:02d}", 5, NOW + 1 + (k * 997) % 20_000)
+        for k in range(workers)
+    }
+    dead = {f"d{j:02d}": WorkerSession(f"d{j:02d}", 5, NOW - 1000 * (j + 1)) for j in range(20)}
+    return live | dead
 
 
 def fleet(size: int = 10_000, workers: int = 40) -> list[Connection]:
@@ -16,13 +28,13 @@ def fleet(size: int = 10_000, workers: int = 40) -> list[Connection]:
     stopped ones: connection i is held by worker i % workers unless a rule below says not."""
     connections = []
     for i in range(size):
-        owner, expires, not_before, state = f"w{i % workers:02d}", NOW + 1 + i % 20_000, 0, "S"
+        owner, not_before, state = f"w{i % workers:02d}", 0, "S"
         if i % 7 == 0:
             owner = f"w{i % 3:02d}"  # the first three workers carry extra load
         if i % 500 == 1:
-            expires = NOW - 1000 * (i // 500)  # expired: waiting for a takeover, longer as i grows
+            owner = f"d{i // 500:02d}"  # its session died: waiting for a takeover
         if i % 997 == 2:
-            owner, expires, not_before = NO_OWNER, 0, NOW + 60_000  # backing off
+            owner, not_before = NO_OWNER, NOW + 60_000  # backing off
         if i % 1000 == 3:
             state = "X"
         connections.append(
@@ -33,7 +45,6 @@ def fleet(size: int = 10_000, workers: int = 40) -> list[Connection]:
                 ws_url="wss://feed.example.com/x",
                 owner=owner,
                 token=1,
-                expires_at_ms=expires,
                 checkpoint_seq=i,
                 not_before_ms=not_before,
                 updated_at_ms=NOW - 30_000,
@@ -44,7 +55,7 @@ def fleet(size: int = 10_000, workers: int = 40) -> list[Connection]:
 
 def test_the_summary_counts_every_connection_once() -> None:
     connections = fleet()
-    summary = summarize(connections, NOW, top=10)
+    summary = summarize(connections, NOW, 10, sessions())
     assert summary.total == 10_000
     assert summary.stopped == 10
     assert summary.started == summary.held + summary.waiting + summary.backing_off
@@ -57,14 +68,14 @@ def test_the_summary_counts_every_connection_once() -> None:
 
 
 def test_the_worst_are_the_longest_waiting_then_the_least_lease_left() -> None:
-    summary = summarize(fleet(), NOW, top=10)
+    summary = summarize(fleet(), NOW, 10, sessions())
     waits = [a.waiting_ms for a in summary.attention]
     assert len(summary.attention) == 10
     assert all(a.state == "waiting" for a in summary.attention)
     assert waits == sorted(waits, reverse=True)
-    assert summary.attention[0].connection.connection_id == "c09501"  # expired 19 s ago
+    assert summary.attention[0].connection.connection_id == "c09501"  # d19 expired 20 s ago
 
-    small = summarize(fleet(size=40, workers=4), NOW, top=5)
+    small = summarize(fleet(size=40, workers=4), NOW, 5, sessions(4))
     held = [a for a in small.attention if a.state == "held"]
     assert [a.lease_left_ms for a in held] == sorted(a.lease_left_ms for a in held)
 
@@ -72,7 +83,7 @@ def test_the_worst_are_the_longest_waiting_then_the_least_lease_left() -> None:
 def test_a_frame_of_ten_thousand_connections_fits_a_screen() -> None:
     out = io.StringIO()
     Console(file=out, width=120, color_system=None).print(
-        render(fleet(), NOW, top=10, lags={"w00": "35 ms"}, truncated=False)
+        render(fleet(), NOW, top=10, lags={"w00": "35 ms"}, truncated=False, sessions=sessions())
     )
     text = out.getvalue()
     lines = text.splitlines()

@@ -23,7 +23,7 @@ from tests.support.fleet import NoDns
 
 @attrs.define
 class Lease:
-    """The part of a LeaseKeeper the writer reads, trusted until told otherwise."""
+    """The part of a Lease the writer reads, trusted until told otherwise."""
 
     connection_id: str
     token: int
@@ -91,7 +91,7 @@ async def test_a_write_that_returns_after_trust_ended_does_not_advance_the_check
 
 async def test_a_stale_token_refused_by_the_sink_ends_the_lease_not_the_checkpoint() -> None:
     h = Harness()
-    await h.sink.write([StoredMessage("c1", 2, "m2", 1, "w2", 2)])  # a newer owner wrote seq 2
+    await h.sink.write([StoredMessage("c1", 2, "m2", 1, "w2", 2, 1)])  # a newer owner wrote seq 2
     buffer, lease = h.buffer("c1", token=1)
     for seq in (1, 2, 3):
         await buffer.put(seq, f"m{seq}")
@@ -105,7 +105,7 @@ async def test_a_stale_token_refused_by_the_sink_ends_the_lease_not_the_checkpoi
 
 async def test_other_data_for_a_stored_seq_is_counted_and_fails_only_that_connection() -> None:
     h = Harness()
-    await h.sink.write([StoredMessage("c1", 2, "first", 1, "w0", 1)])
+    await h.sink.write([StoredMessage("c1", 2, "first", 1, "w0", 1, 1)])
     c1, _ = h.buffer("c1", token=2)
     c2, _ = h.buffer("c2", token=2)
     for seq in (1, 2, 3):

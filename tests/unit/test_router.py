@@ -182,7 +182,7 @@ async def test_start_succeeds_when_the_queue_is_down_after_the_store_write(
 
     assert outcome.changed
     assert await app.store.get(CID) == outcome.connection
-    assert outcome.connection.is_orphan(app.clock.now_ms() + 1)
+    assert outcome.connection.is_orphan(app.clock.now_ms() + 1, {})
     assert "picked up by reconciliation" in caplog.text
 
 

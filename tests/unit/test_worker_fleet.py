@@ -1,5 +1,6 @@
 """A fleet of three workers on virtual time through pickup, crash, handoff and STOP."""
 
+from application.worker.session_keeper import worker_of
 from domain import DesiredState, LeaseTakenOver
 from tests.support.fleet import Fleet
 
@@ -39,7 +40,7 @@ async def test_crashed_worker_connections_are_taken_over_from_checkpoint_without
     await fleet.clock.advance(5)
     for cid in orphans:
         taken_over = [e for e in await fleet.store.history(cid) if isinstance(e, LeaseTakenOver)]
-        assert [e.previous_owner for e in taken_over] == [victim]
+        assert [worker_of(e.previous_owner) for e in taken_over] == [victim]
         resumed_from = fleet.upstream.streams[urls[cid]].log[-1][2]
         state = await fleet.store.get(cid)
         assert state is not None

@@ -17,15 +17,16 @@ from application.config import WorkerConfig
 from application.url_policy import UrlPolicy
 from application.worker.context import WorkerContext
 from application.worker.ingest import IngestBuffer, IngestWriter
-from application.worker.lease_keeper import LeaseKeeper
-from domain import Connection, DesiredState
+from tests.support.leases import trusted_lease
 from tests.support.resolver import StaticResolver
 
 KIB_100 = "x" * 100_000
 SIZE = sys.getsizeof(KIB_100)
 
 
-def writer_and_buffer(**config: int) -> tuple[IngestWriter, IngestBuffer, InMemoryMessageSink]:
+async def writer_and_buffer(
+    **config: int,
+) -> tuple[IngestWriter, IngestBuffer, InMemoryMessageSink]:
     clock = FakeClock()
     sink = InMemoryMessageSink()
     ctx = WorkerContext(
@@ -39,12 +40,9 @@ def writer_and_buffer(**config: int) -> tuple[IngestWriter, IngestBuffer, InMemo
         clock=clock,
         url_policy=UrlPolicy(resolver=StaticResolver()),
     )
-    held = Connection(
-        "c1", 1, DesiredState.STARTED, "ws://h/", owner="w1", token=1, expires_at_ms=10**15
-    )
     writer = IngestWriter(ctx)  # its run loop is not started: only flush() writes
     failures: list[str] = []  # a buffer's own failures; none expected here
-    lease = LeaseKeeper(ctx, held, clock.monotonic())
+    lease = await trusted_lease(ctx, "c1")
     return writer, writer.buffer(lease, 0, failures.append), sink
 
 
@@ -54,7 +52,7 @@ async def settle() -> None:
 
 
 async def test_puts_wait_once_the_pending_bytes_would_pass_the_bound() -> None:
-    writer, buffer, sink = writer_and_buffer(ingest_buffer_bytes=3 * SIZE - 1)
+    writer, buffer, sink = await writer_and_buffer(ingest_buffer_bytes=3 * SIZE - 1)
     await buffer.put(1, KIB_100)
     await buffer.put(2, KIB_100)
 
@@ -71,7 +69,7 @@ async def test_puts_wait_once_the_pending_bytes_would_pass_the_bound() -> None:
 
 
 async def test_a_message_larger_than_the_bound_is_taken_alone() -> None:
-    writer, buffer, _ = writer_and_buffer(ingest_buffer_bytes=1_000)
+    writer, buffer, _ = await writer_and_buffer(ingest_buffer_bytes=1_000)
     await asyncio.wait_for(buffer.put(1, KIB_100), 1)  # empty buffer: never stalls the stream
 
     second = asyncio.create_task(buffer.put(2, "small"))
@@ -84,7 +82,7 @@ async def test_a_message_larger_than_the_bound_is_taken_alone() -> None:
 
 @pytest.mark.parametrize("messages", [1, 3])
 async def test_the_message_bound_still_holds_for_small_messages(messages: int) -> None:
-    writer, buffer, _ = writer_and_buffer(ingest_buffer_messages=messages)
+    writer, buffer, _ = await writer_and_buffer(ingest_buffer_messages=messages)
     for seq in range(1, messages + 1):
         await buffer.put(seq, "small")
 

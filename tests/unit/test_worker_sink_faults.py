@@ -8,6 +8,7 @@ checkpoint, so a hole below it is a message lost for good, silently.
 import pytest
 
 from adapters.faults.sink import SinkFault
+from application.worker.session_keeper import worker_of
 from tests.support.fleet import Fleet
 
 
@@ -105,7 +106,9 @@ async def test_messages_dropped_when_trust_ends_do_not_advance_the_checkpoint(
 
     state = await fleet.store.get("c1")
     assert state is not None
-    assert state.owner == "b"
-    assert state.checkpoint_seq > handed_back + 30
-    fleet.assert_sink_complete("c1", url, upto=state.checkpoint_seq)
+    assert worker_of(state.owner) == "b"
+    assert state.checkpoint_seq == handed_back, "a handed back what it stored, no more"
+    checkpoint = await fleet.assert_checkpoint_stored("c1")  # b's, as it streams
+    assert checkpoint > handed_back + 30
+    fleet.assert_sink_complete("c1", url, upto=checkpoint)
     assert a.sink.injected > 0

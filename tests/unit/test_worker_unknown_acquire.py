@@ -5,6 +5,7 @@ leased to nobody until the lease runs out (found by tests/chaos)."""
 import pytest
 
 from application.errors import StoreUnavailable
+from application.worker.session_keeper import worker_of
 from tests.support.fleet import Fleet
 
 
@@ -12,7 +13,7 @@ async def test_a_grant_whose_answer_was_lost_is_streamed_at_once_under_that_toke
     fleet: Fleet,
 ) -> None:
     a = fleet.add_worker("a")
-    a.store.fail_next("try_acquire", applied=True)
+    a.store.fail_next("Acquire", applied=True)
     await fleet.start("c1")
 
     waited = await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 30)
@@ -20,7 +21,7 @@ async def test_a_grant_whose_answer_was_lost_is_streamed_at_once_under_that_toke
     assert waited < fleet.config.lease_ms / 1000, "no lease-long gap"
     state = await fleet.store.get("c1")
     assert state is not None
-    assert (state.owner, state.token) == ("a", 1)
+    assert (worker_of(state.owner), state.token) == ("a", 1)
     assert a.store.injected == 1
 
 
@@ -28,7 +29,7 @@ async def test_an_acquire_that_failed_before_landing_is_not_mistaken_for_a_grant
     fleet: Fleet,
 ) -> None:
     a = fleet.add_worker("a")
-    a.store.fail_next("try_acquire")  # refused: nothing written
+    a.store.fail_next("Acquire")  # refused: nothing written
     await fleet.start("c1")
 
     await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 120)
@@ -41,20 +42,22 @@ async def test_an_acquire_that_failed_before_landing_is_not_mistaken_for_a_grant
 async def test_an_old_lease_of_ours_still_running_out_is_not_taken_for_a_new_grant(
     fleet: Fleet,
 ) -> None:
-    """GIVEN a worker that fenced itself during a store outage, its lease still running out
-    its margin in the store, WHEN its next acquire fails without landing, THEN reading the
-    item back does not adopt that old lease (it would be trusted past its real expiry)."""
+    """GIVEN a worker that fenced itself during a store outage (its hand-back failed, so the
+    item still names its old session) and opened a new session, WHEN its next acquire fails
+    without landing, THEN reading the item back does not adopt that old lease: it belongs to
+    a session this worker no longer trusts."""
     a = fleet.add_worker("a")
     await fleet.start_streamed_by("a", "c1")
     a.store.outage = True
     await fleet.clock.run_until(lambda: "c1" not in a.worker.sessions, 30)
     a.store.outage = False
+    # A new session (a new id for every attempt: one whose answer was lost may have landed).
+    await fleet.clock.run_until(lambda: a.worker.keeper.session_id not in ("", "a#1"), 30)
     state = await fleet.store.get("c1")
     assert state is not None
-    assert state.owner == "a"
-    assert state.expires_at_ms > fleet.clock.now_ms(), "the old lease has not run out yet"
+    assert state.owner == "a#1", "still named as the owner by the fenced session"
 
-    a.store.fail_next("try_acquire")
+    a.store.fail_next("Acquire")
     with pytest.raises(StoreUnavailable):
         await a.worker.sessions.take("c1")
 

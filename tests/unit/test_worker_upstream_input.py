@@ -9,6 +9,7 @@ import pytest
 from adapters.memory.sink import InMemoryMessageSink
 from application.ports import StoredMessage, UpstreamMessage
 from application.ports.sink import MAX_SEQ
+from application.worker.session_keeper import worker_of
 from application.worker.worker import WorkerFailed
 from domain import NO_OWNER, Connection, UpstreamFailed
 from tests.support.fleet import Fleet
@@ -106,7 +107,7 @@ async def test_a_jump_within_the_window_is_a_counted_gap(fleet: Fleet) -> None:
     fleet.upstream.streams[url].lost = set(range(20, 26))
     await fleet.clock.advance(10)
 
-    assert (await _state(fleet, "bad")).owner == "a"
+    assert worker_of((await _state(fleet, "bad")).owner) == "a"
     assert fleet.sink.seqs("bad")[-1] > 30
     assert 25 in fleet.sink.seqs("bad")
     assert fleet.members["a"].metrics.counters["MessagesSkippedByUpstream"] == 5
@@ -116,7 +117,7 @@ async def test_replays_are_dropped_and_counted(fleet: Fleet) -> None:
     _, url = await _two_streams(fleet, {20: [UpstreamMessage(5, "again"), UpstreamMessage(7, "")]})
     await fleet.clock.advance(10)
 
-    assert (await _state(fleet, "bad")).owner == "a"
+    assert worker_of((await _state(fleet, "bad")).owner) == "a"
     _stored_without_gap(fleet, "bad", url, beyond=30)
     assert fleet.members["a"].metrics.counters["ReplaysDropped"] == 2
 
@@ -151,7 +152,7 @@ async def test_a_batch_the_sink_fails_on_is_split_and_only_the_bad_connection_fa
         bad = await _backing_off(fleet, "c2")
         assert bad.checkpoint_seq == 29
         for cid, url in (("c1", urls[0]), ("c3", urls[2])):
-            assert (await _state(fleet, cid)).owner == "a"
+            assert worker_of((await _state(fleet, cid)).owner) == "a"
             _stored_without_gap(fleet, cid, url, beyond=100)
         blamed = [r for r in caplog.records if r.levelno >= logging.ERROR]
         assert blamed

@@ -1,0 +1,185 @@
+"""SessionKeeper: the worker's one session in the fleet, and the one trust rule every
+connection reads.
+
+One heartbeat per worker (issue 12): the keeper renews its worker session every
+`heartbeat_interval_s` with the load it carries; no connection renews anything. Every
+connection this worker holds is held through that session, so whether any of them may still
+be read and written is one question, answered here:
+
+    trusted until `lease_ms - self_fence_margin_ms` after the START of the last successful
+    renew (or open) call, on the monotonic clock.
+
+The margin covers clock skew between workers plus store latency (docs/decisions.md); past the
+deadline nothing is read or written even if the store is unreachable, so this worker never
+overlaps a new owner. A renew the store refuses (the session expired or was ended) fences every
+connection at once, and the keeper opens a new session under a new id: a dead session never
+comes back, and nothing acquired under it is trusted again.
+"""
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+
+from application.errors import StoreUnavailable
+from application.ports.metrics import LEASES_LOST, RENEW_LATENCY_MS, SELF_FENCES, STORE_ERRORS
+from application.worker.backoff import Backoff
+from application.worker.context import WorkerContext
+from domain import InvalidCommand
+
+log = logging.getLogger(__name__)
+
+SESSION_SEPARATOR = "#"
+
+
+def session_id_of(worker_id: str, incarnation: int) -> str:
+    """A worker's n-th session: the worker id stays readable in `wsfleet status`."""
+    return f"{worker_id}{SESSION_SEPARATOR}{incarnation}"
+
+
+def worker_of(session_id: str) -> str:
+    return session_id.rsplit(SESSION_SEPARATOR, 1)[0]
+
+
+class SessionKeeper:
+    def __init__(self, ctx: WorkerContext, load: Callable[[], int]) -> None:
+        self._ctx = ctx
+        self._load = load  # connections held now, reported with each renew
+        self._trusted_s = (ctx.config.lease_ms - ctx.config.self_fence_margin_ms) / 1000
+        self._incarnations = itertools.count(1)
+        self.session_id = ""  # none until `open` succeeds
+        self._deadline = float("-inf")
+        # Resolved when the current session stops being trusted; a fresh one per session.
+        self._fenced: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._backoff = Backoff(0.05 * ctx.config.heartbeat_interval_s, 1.0, ctx.rng)
+        self.last_renewed: float | None = None  # monotonic, for the health check
+        self.fences = 0  # sessions lost since start (each fenced every connection)
+
+    # -- the rule, read by every connection --------------------------------------------------
+
+    def trusts(self, session_id: str) -> bool:
+        """Connections acquired under `session_id` may still be read and written now."""
+        if session_id != self.session_id or self._fenced.done():
+            return False
+        if self._ctx.clock.monotonic() >= self._deadline:
+            self._fence("session no longer trusted: self-fencing")
+            return False
+        return True
+
+    def remaining_s(self) -> float:
+        return max(0.0, self._deadline - self._ctx.clock.monotonic())
+
+    def fenced(self) -> "asyncio.Future[None]":
+        """Done when the current session stops being trusted (each connection awaits it)."""
+        return self._fenced
+
+    # -- the session's life ------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open a new session, retrying while the store is unreachable (nothing can be taken
+        without one). Each incarnation has a new id: a dead session id is never reused."""
+        ctx = self._ctx
+        if self.session_id:
+            # The fenced session's connections are closed here already: end it, so that any
+            # it still owns are orphans now rather than when it expires. Best effort.
+            await self.end("fenced")
+        attempt = 0
+        while True:
+            session_id = session_id_of(ctx.worker_id, next(self._incarnations))
+            started = ctx.clock.monotonic()
+            try:
+                await ctx.store.open_session(
+                    session_id,
+                    ctx.config.lease_ms,
+                    ctx.config.max_connections,
+                    ctx.clock.now_ms(),
+                )
+            except InvalidCommand:
+                continue  # the id was used (a lost response of our own): take the next one
+            except StoreUnavailable as exc:
+                attempt += 1
+                ctx.metrics.count(STORE_ERRORS)
+                log.warning("opening the worker session failed, retrying: %s", exc)
+                await ctx.clock.sleep(self._backoff.delay(attempt))
+                continue
+            self.session_id = session_id
+            self._deadline = started + self._trusted_s
+            self.last_renewed = started
+            if self._fenced.done():
+                self._fenced = asyncio.get_running_loop().create_future()
+            log.info("worker session %s opened", session_id, extra={"worker_id": ctx.worker_id})
+            return
+
+    async def run(self) -> None:
+        """The heartbeat, forever (cancelled at shutdown). Fences the moment trust runs out,
+        even while a renew is stuck on an unreachable store, then opens a new session."""
+        ctx = self._ctx
+        clock, interval = ctx.clock, ctx.config.heartbeat_interval_s
+        next_beat = clock.monotonic() + interval
+        while True:
+            await clock.sleep(max(0.001, min(next_beat - clock.monotonic(), self.remaining_s())))
+            if not self.trusts(self.session_id):
+                await self.open()
+                next_beat = clock.monotonic() + interval
+                continue
+            if clock.monotonic() < next_beat:
+                continue
+            try:
+                async with clock.timeout(self.remaining_s()):
+                    await self._renew()
+            except TimeoutError:
+                pass  # trust ran out while the store did not answer: fenced at the next turn
+            next_beat = clock.monotonic() + interval
+
+    async def _renew(self) -> None:
+        """One heartbeat, retried within the time left; refusal fences everything."""
+        ctx = self._ctx
+        attempt = 0
+        while self.trusts(self.session_id):
+            started = ctx.clock.monotonic()
+            try:
+                renewed = await ctx.store.renew_session(
+                    self.session_id,
+                    ctx.config.lease_ms,
+                    min(self._load(), ctx.config.max_connections),
+                    ctx.config.max_connections,
+                    ctx.clock.now_ms(),
+                )
+            except StoreUnavailable as exc:
+                attempt += 1
+                ctx.metrics.count(STORE_ERRORS)
+                log.warning("session renew failed, retrying within the lease: %s", exc)
+                await ctx.clock.sleep(min(self._backoff.delay(attempt), self.remaining_s()))
+                continue
+            ctx.metrics.timing(RENEW_LATENCY_MS, (ctx.clock.monotonic() - started) * 1000)
+            if renewed is None:
+                # Expired (we were frozen or cut off longer than the lease) or ended by someone
+                # who believed us dead: our connections may be someone else's already.
+                self._fence("worker session is no longer live: fencing every connection")
+                return
+            self._deadline = max(self._deadline, started + self._trusted_s)
+            self.last_renewed = started
+            return
+
+    async def end(self, reason: str) -> None:
+        """Leave the fleet: whatever this worker still holds becomes an orphan at once.
+        A failure costs only the wait for the session to expire."""
+        ctx = self._ctx
+        if not self.session_id:
+            return
+        self._fence(None)
+        try:
+            await ctx.store.end_session(self.session_id, reason, ctx.clock.now_ms())
+        except StoreUnavailable as exc:
+            log.warning("ending the worker session failed (it will expire): %s", exc)
+
+    def _fence(self, why: str | None) -> None:
+        if self._fenced.done():
+            return
+        self._fenced.set_result(None)
+        self._deadline = float("-inf")
+        if why is not None:
+            self.fences += 1
+            self._ctx.metrics.count(SELF_FENCES)
+            self._ctx.metrics.count(LEASES_LOST, self._load())
+            log.warning(why, extra={"worker_id": self._ctx.worker_id})
