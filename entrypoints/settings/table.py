@@ -235,6 +235,7 @@ _AWS = (
         schema.DEFAULT_SESSIONS_TABLE,
         "DynamoDB table of worker sessions (one item per worker process, renewed on its "
         "heartbeat; a connection's lease lives as long as its owner's session).",
+        BOTH,
     ),
     _s(
         "QUEUE_URL",
