@@ -63,6 +63,26 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 "info",
             )
         )
+    store_cost = results.get("store_cost")
+    if store_cost:
+        for steady in store_cost["steady_state"]:
+            held = f"{steady['connections']} held, {steady.get('reconcile_cadence', 'interval')}"
+            out.append(
+                (
+                    f"DynamoDB WRU / worker-hour, {held}",
+                    _fmt(steady["wru_per_worker_hour"]),
+                    "<= 3600",
+                    _ok(steady["wru_per_worker_hour"] <= 3600),
+                )
+            )
+            out.append(
+                (
+                    f"DynamoDB RRU / worker-hour, {held}",
+                    _fmt(steady["rru_per_worker_hour"]),
+                    f"{_fmt(steady['rru_per_connection_hour'])} / connection-hour",
+                    "info",
+                )
+            )
     for run in results.get("capacity", []):
         out += _capacity_rows(run)
     for run in results.get("ingest", []):

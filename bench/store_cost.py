@@ -4,9 +4,10 @@ bench/units.py on DynamoDB Local, with nothing but the store (no worker, no queu
 - every store operation once, with its requests and units, in an order that makes each the
   case it is named for;
 - one worker-hour of the worker's periodic store calls at the default intervals (the heartbeat,
-  the STOP check, a reconciliation pass, each at its interval in WorkerConfig) while the
-  worker's session owns 10, 100 and 10,000 connections: what grows with connections shows
-  (nothing should: those calls read items and indexes that do not list held connections);
+  the STOP check, each at its interval in WorkerConfig; a reconciliation pass at its interval,
+  and again at the cadence the worker's loop actually keeps) while the worker's session owns
+  10, 100 and 10,000 connections: what grows with connections shows (nothing should: those
+  calls read items and indexes that do not list held connections);
 - checkpoint writes (a sink without a resume point) priced per checkpoint and multiplied, not
   run at 10,000 connections.
 
@@ -137,35 +138,55 @@ async def _own(client: Any, session: str, count: int) -> None:
 
 
 async def steady_worker_hour(
-    client: Any, store: DynamoDbConnectionStore, meter: Meter, connections: int
+    client: Any, store: DynamoDbConnectionStore, meter: Meter, connections: int, cadence: str
 ) -> dict[str, Any]:
     """One worker-hour of the periodic store calls at the default intervals, the worker's
-    session owning `connections` (nothing dies, nothing is stopped: steady state)."""
+    session owning `connections` (nothing dies, nothing is stopped: steady state).
+
+    `cadence` of the reconciliation pass (iter_orphans, list_sessions for the forget step,
+    next_available_at): "interval" = every `reconcile_interval_s`; "worker" = the rule of
+    application/worker/loops.py's `reconcile` — again after min(interval, lease, until
+    `next_available_at` + 1 ms), plus the mean jitter; with live sessions, the next session
+    expiry is always less than a lease away, so the pass runs about every lease - heartbeat."""
     config = WorkerConfig()
-    session = f"steady-{connections}"
+    session = f"steady-{cadence}-{connections}"
     await store.open_session(session, config.lease_ms, connections, T0)
     await _own(client, session, connections)
-    heartbeat_ms = int(config.heartbeat_interval_s * 1000)
-    stop_check_ms = int(config.desired_state_interval_s * 1000)
-    reconcile_ms = int(config.reconcile_interval_s * 1000)
+    interval_ms = {
+        "renew_session": int(config.heartbeat_interval_s * 1000),
+        "stop_requested": int(config.desired_state_interval_s * 1000),
+    }
+    due = {"renew_session": T0 + interval_ms["renew_session"], "stop_requested": T0 + 1}
+    due["reconcile"] = T0 + 1
     meter.clear()
     calls: Counter[str] = Counter()
-    for now in range(T0 + 1, T0 + 3_600_000, 1_000):
-        if (now - T0) % heartbeat_ms < 1_000:
+    end = T0 + 3_600_000
+    while (now := min(due.values())) < end:
+        activity = min(due, key=lambda a: due[a])
+        calls[activity] += 1
+        if activity == "renew_session":
             renewed = await store.renew_session(
                 session, config.lease_ms, connections, connections, now
             )
             assert renewed is not None, "the session expired during the steady-state hour"
-            calls["renew_session"] += 1
-        if (now - T0) % stop_check_ms < 1_000:
+        elif activity == "stop_requested":
             assert await store.stop_requested(session) == []
-            calls["stop_requested"] += 1
-        if (now - T0) % reconcile_ms < 1_000:
+        else:
             await _orphans(store, now)
-            await store.next_available_at(now)
-            calls["reconcile (iter_orphans + next_available_at)"] += 1
+            await store.list_sessions()
+            next_at = await store.next_available_at(now)
+            delay_s = config.reconcile_interval_s
+            if cadence == "worker":
+                delay_s = min(delay_s, config.lease_ms / 1000)
+                if next_at is not None:
+                    delay_s = min(delay_s, (next_at - now + 1) / 1000)
+                delay_s = max(delay_s, 0.01) + config.reconcile_jitter_s / 2
+            due[activity] = now + int(delay_s * 1000)
+            continue
+        due[activity] = now + interval_ms[activity]
     return {
         "connections": connections,
+        "reconcile_cadence": cadence,
         "calls_per_worker_hour": dict(calls),
         "requests_per_worker_hour": dict(sorted(meter.requests.items())),
         "wru_per_worker_hour": round(meter.total_wcu, 1),
@@ -184,7 +205,11 @@ async def run_store_cost(log_dir: Path, counts: Sequence[int] = STEADY_COUNTS) -
         metered: Any = MeteringClient(client, meter)
         store = DynamoDbConnectionStore(metered)
         operations = await per_operation(store, meter)
-        steady = [await steady_worker_hour(client, store, meter, n) for n in counts]
+        steady = [
+            await steady_worker_hour(client, store, meter, n, cadence)
+            for cadence in ("interval", "worker")
+            for n in counts
+        ]
     checkpoint_wru = operations["checkpoint"]["wru"]
     return {
         "engine": engine,
@@ -193,6 +218,7 @@ async def run_store_cost(log_dir: Path, counts: Sequence[int] = STEADY_COUNTS) -
             "heartbeat_interval_s": config.heartbeat_interval_s,
             "stop_check_interval_s": config.desired_state_interval_s,
             "reconcile_interval_s": config.reconcile_interval_s,
+            "reconcile_jitter_s": config.reconcile_jitter_s,
             "orphan_shards": schema.DEFAULT_ORPHAN_SHARDS,
         },
         "per_operation": operations,

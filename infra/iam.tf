@@ -178,6 +178,13 @@ data "aws_iam_policy_document" "router" {
     resources = [aws_dynamodb_table.connections.arn]
   }
 
+  # The owner's session, read to report whether a lease is held (never written).
+  statement {
+    sid       = "SessionsTable"
+    actions   = ["dynamodb:GetItem"]
+    resources = [aws_dynamodb_table.sessions.arn]
+  }
+
   statement {
     sid       = "EventsTable"
     actions   = ["dynamodb:PutItem", "dynamodb:Query"]

@@ -46,6 +46,7 @@ locals {
     WSFLEET_LOG_LEVEL              = var.log_level
     WSFLEET_CONNECTIONS_TABLE      = aws_dynamodb_table.connections.name
     WSFLEET_EVENTS_TABLE           = aws_dynamodb_table.events.name
+    WSFLEET_SESSIONS_TABLE         = aws_dynamodb_table.sessions.name
     WSFLEET_QUEUE_URL              = aws_sqs_queue.hints.url
     WSFLEET_ORPHAN_SHARDS          = tostring(var.orphan_shards)
     WSFLEET_ALLOWED_UPSTREAM_HOSTS = join(",", var.allowed_upstream_hosts)
@@ -54,7 +55,6 @@ locals {
   worker_only_environment = {
     WSFLEET_BACKEND                   = "aws"
     WSFLEET_MESSAGES_TABLE            = aws_dynamodb_table.messages.name
-    WSFLEET_SESSIONS_TABLE            = aws_dynamodb_table.sessions.name
     WSFLEET_METRICS_NAMESPACE         = local.metrics_namespace
     WSFLEET_HEALTH_PORT               = tostring(var.health_port)
     WSFLEET_LEASE_MS                  = tostring(var.lease_ms)

@@ -367,15 +367,15 @@ variable "log_retention_days" {
 # Worker timings (WorkerConfig). Defaults are the code's; see the tuning table in docs/deploy.md.
 
 variable "lease_ms" {
-  description = "WSFLEET_LEASE_MS: lease length; a crashed worker's connections are taken over after this."
+  description = "WSFLEET_LEASE_MS: a worker session's lease; a crashed worker's connections are taken over after this."
   type        = number
-  default     = 20000
+  default     = 4000
 }
 
 variable "heartbeat_interval_s" {
-  description = "WSFLEET_HEARTBEAT_INTERVAL_S: seconds between lease renewals (the dominant DynamoDB cost)."
+  description = "WSFLEET_HEARTBEAT_INTERVAL_S: seconds between session renewals (one DynamoDB write per worker each, whatever it holds)."
   type        = number
-  default     = 5
+  default     = 1
 
   validation {
     condition     = var.heartbeat_interval_s * 1000 < var.lease_ms
@@ -384,9 +384,9 @@ variable "heartbeat_interval_s" {
 }
 
 variable "desired_state_interval_s" {
-  description = "WSFLEET_DESIRED_STATE_INTERVAL_S: seconds between STOP checks of held connections (one BatchGetItem per 100)."
+  description = "WSFLEET_DESIRED_STATE_INTERVAL_S: seconds between STOP checks (one Query of the stops-by-owner index per worker)."
   type        = number
-  default     = 10
+  default     = 2
 }
 
 variable "reconcile_interval_s" {

@@ -13,36 +13,37 @@ transaction counts every item twice, its ConditionChecks included (AWS bills the
 transactional writes: assumed here, as in bench/units.py). An index write is 1 WRU, 2 when the
 write moves the item's key in that index.
 
-| operation                     | requests                                 | RRU | WRU        |
-|-------------------------------|------------------------------------------|-----|------------|
-| renew_session (the heartbeat) | 1 UpdateItem (no read)                   | 0   | 1          |
-| open_session                  | 1 TransactWriteItems (item + event)      | 0   | 4          |
-| end_session                   | GetItem + TransactWriteItems             | 1   | 4          |
-| try_acquire (never owned or   | 2 GetItem + TransactWriteItems (update,  | 2   | 6 + 2 idx  |
-|   released)                   |   acquirer check, event)                 |     |            |
-| try_acquire (takeover)        | 3 GetItem + TransactWriteItems (+ dead   | 3   | 8 + 2 idx  |
-|                               |   owner check)                           |     |            |
-| try_acquire refused           | 2-3 GetItem, no write                    | 2-3 | 0          |
-| checkpoint                    | 1 UpdateItem (no read)                   | 0   | 1          |
-| release                       | GetItem + TransactWriteItems (update,    | 1   | 4 (+2 with |
-|                               |   event)                                 |     |  a ckpt)   |
-|                               |   + index: by-owner out, orphans in      |     | + 2 idx    |
-| end_stream / upstream failure | GetItem + TransactWriteItems (3-4 items) | 1   | 6-8 + 1 idx|
-| start / stop                  | GetItem + TransactWriteItems             | 1   | 4 + 1 idx  |
-| stop_requested                | 1 Query on stops-by-owner (KEYS_ONLY)    | 0.5 | 0          |
-| iter_orphans                  | sessions Scan + one Query per shard (16) | ~9  | 0          |
-|                               |   + per dead session: by-owner Query and |     |            |
-|                               |   BatchGetItem of what it lists          |     |            |
-| next_available_at             | sessions Scan + one Query per shard      | ~9  | 0          |
-| forget_session                | Query by-owner (Limit 1) + DeleteItem    | 0.5 | 1          |
-| get / get_session             | GetItem, consistent                      | 1   | 0          |
+| operation                      | requests                                   | RRU | WRU (+idx) |
+|--------------------------------|--------------------------------------------|-----|------------|
+| renew_session (the heartbeat)  | 1 UpdateItem, no read                      | 0   | 1          |
+| checkpoint                     | 1 UpdateItem, no read                      | 0   | 1          |
+| stop_requested                 | 1 Query on stops-by-owner                  | 0.5 | 0          |
+| iter_orphans                   | sessions Scan + 16 orphan-index Queries    | 9   | 0          |
+|   per dead session, also       | by-owner Query + BatchGetItem per 100      | 0.5 | 0          |
+|                                |   (+ 1 RRU per connection read)            |     |            |
+| next_available_at              | sessions Scan + 16 orphan-index Queries    | 9   | 0          |
+| open_session                   | TransactWriteItems (item, event)           | 0   | 4          |
+| end_session                    | GetItem + TransactWriteItems (item, event) | 1   | 4          |
+| start (new) / stop / restart   | GetItem + TransactWriteItems (item, event) | 1   | 4 + 1      |
+| start (repeated)               | GetItem                                    | 1   | 0          |
+| try_acquire (orphan)           | 2 GetItem + TransactWriteItems (update,    | 2   | 6 + 2      |
+|                                |   acquirer's session check, event)         |     |            |
+| try_acquire (takeover)         | 3 GetItem + TransactWriteItems (+ the dead | 3   | 8 + 2      |
+|                                |   owner's session check)                   |     |            |
+| try_acquire refused            | 2-3 GetItem                                | 2-3 | 0          |
+| release (+ final checkpoint)   | GetItem + TransactWriteItems (update, ev.) | 1   | 4 + 2      |
+| end_stream                     | GetItem + TransactWriteItems (update, 2)   | 1   | 6 + 1      |
+| forget_session                 | by-owner Query (Limit 1) + DeleteItem      | 0.5 | 1          |
+| get / get_session              | GetItem, consistent                        | 1   | 0          |
 
-Per worker-hour at the defaults: the heartbeat, 3,600 / heartbeat interval in seconds WRU
-(1 WRU per renew, whatever the connections), plus `stop_requested` (0.5 RRU per STOP check)
-and reconciliation (~9 RRU per pass). Per connection-hour in steady state: nothing, with a
-sink that knows its resume point; with checkpoint writes, 1 WRU per checkpoint (none of the
-indexes projects the checkpoint, so no index write). Ownership changes cost as above, once.
-docs/deploy.md has the table at the default intervals; bench/units.py computes these.
+(Measured by bench/store_cost.py with bench/units.py's rules; 16 orphan shards.)
+
+Per worker-hour at the defaults (heartbeat 5 s, STOP check 10 s, reconciliation 60 s): 720
+WRU for the heartbeat (3,600 / interval in seconds, whatever the worker holds) + 180 RRU of STOP
+checks + 1,080 RRU of reconciliation = 720 WRU + 1,260 RRU, measured the same with 10, 100 and
+10,000 connections held. Per connection-hour in steady state: no write with a sink that knows
+its resume point; with checkpoint writes, 1 WRU per checkpoint. Ownership changes cost as above,
+once each. docs/deploy.md has the tables.
 
 Consistency: the GSIs are eventually consistent (they lag by up to about a second on the
 service; DynamoDB Local and moto update them synchronously). An orphan may be listed after
@@ -358,8 +359,12 @@ class DynamoDbConnectionStore(ConnectionStore):
         update = checkpoint_update(command.checkpoint_seq, now_ms)
         for attempt in range(self._max_attempts):
             try:
-                item = await self._update_connection(
-                    command.connection_id, conditions.checkpoint_without_read(command), update
+                item = await self._update(
+                    self._tables.connections,
+                    key(command.connection_id),
+                    conditions.checkpoint_without_read(command),
+                    update,
+                    "Checkpoint",
                 )
             except _ConditionFailed as refused:
                 state = connection_from_item(refused.item) if refused.item else None
@@ -373,13 +378,6 @@ class DynamoDbConnectionStore(ConnectionStore):
             return CommandResult(connection_from_item(item), True)
         raise StoreUnavailable(
             f"Checkpoint of {command.connection_id!r} gave up after {self._max_attempts} attempts"
-        )
-
-    async def _update_connection(
-        self, connection_id: str, condition: Expression, update: Expression
-    ) -> Mapping[str, Any]:
-        return await self._update(
-            self._tables.connections, key(connection_id), condition, update, "Checkpoint"
         )
 
     async def _update(

@@ -56,8 +56,10 @@ WORKER: Grants = MappingProxyType(
 ROUTER: Grants = MappingProxyType(
     {
         # START/STOP: transaction of Update (the connection) + Put (the event); GET: GetItem.
-        # Neither consults a session (only an acquire does), so no access to the sessions table.
         CONNECTIONS: ("dynamodb:GetItem", "dynamodb:UpdateItem"),
+        # The owner's session, to say whether the lease is held and until when (a GetItem,
+        # only for an owned connection). Never written by the router.
+        SESSIONS: ("dynamodb:GetItem",),
         EVENTS: ("dynamodb:PutItem", "dynamodb:Query"),  # Query: a connection's history
     }
 )

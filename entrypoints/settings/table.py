@@ -235,6 +235,7 @@ _AWS = (
         schema.DEFAULT_SESSIONS_TABLE,
         "DynamoDB table of worker sessions (one item per worker process, renewed on its "
         "heartbeat; a connection's lease lives as long as its owner's session).",
+        BOTH,
     ),
     _s(
         "QUEUE_URL",
@@ -249,8 +250,9 @@ _AWS = (
         "orphan_shards",
         Number(integer=True, minimum=1, maximum=100),
         schema.DEFAULT_ORPHAN_SHARDS,
-        "Partitions of the orphan index (spreads heartbeat writes). Must be equal for the "
-        "router and every worker.",
+        "Partitions of the orphan index: each reconciliation pass reads every one (fewer is "
+        "cheaper); ownership changes spread over them. Must be equal for the router and every "
+        "worker.",
         BOTH,
     ),
     _s(

@@ -543,14 +543,14 @@ async def test_a_dead_sessions_owner_may_still_release_and_checkpoint_until_take
     """Nobody took over yet: what it stored is stored (checkpoint), and a release frees the
     connection sooner. Its session stays dead all the same."""
     conn = await leased(store, "c1")
-    await leased(store, "c2")
+    other = await leased(store, "c2")
     late = T + LEASE + 1
 
     assert await store.checkpoint("c1", "s1", conn.token, 8, late)
     released = await store.release("c1", "s1", conn.token, 9, late + 1)
     assert (released.owner, released.checkpoint_seq) == (NO_OWNER, 9)
     await store.end_session("s1", "bye", late + 2)
-    ended = await store.end_stream("c2", "s1", conn.token, 4, late + 3)
+    ended = await store.end_stream("c2", "s1", other.token, 4, late + 3)
     assert (ended.owner, ended.desired_state) == (NO_OWNER, DesiredState.STOPPED)
     assert await store.renew_session("s1", LEASE, 0, 1, late + 4) is None
 
@@ -1173,6 +1173,16 @@ async def test_a_late_renew_and_a_takeover_at_skewed_clocks_follow_the_domains_r
     else:  # renewed first: the session lives on, and so does its lease
         assert renewed is not None
         assert (await store.get(cid)).owner == f"{cid}-s1"  # type: ignore[union-attr]
+
+    # Each serial order, played out on the store under test (no race): both are allowed.
+    first, then = "taken-first", "renewed-first"
+    for c in (first, then):
+        await _held(store, c)
+    assert await store.try_acquire(first, f"{first}-s2", taker_now) is not None
+    assert await store.renew_session(f"{first}-s1", LEASE, 1, 1, renewer_now) is not None
+    assert not await store.checkpoint(first, f"{first}-s1", 1, 9, renewer_now)  # fenced
+    assert await store.renew_session(f"{then}-s1", LEASE, 1, 1, renewer_now) is not None
+    assert await store.try_acquire(then, f"{then}-s2", taker_now) is None
 
 
 async def _settled(call: _Call, store: ConnectionStore, cid: str, now: int) -> object:

@@ -130,10 +130,11 @@ async def test_takeovers_racing_the_dead_owners_renew_leave_one_consistent_owner
         cid, session = f"renewing-{owner_clock}-{round_}", f"owner-{owner_clock}-{round_}"
         await owned_by_a_session_that_dies(owner, cid, session)
 
-        renewed, *won = await asyncio.gather(
-            owner.renew_session(session, LEASE, 1, 10, owner_now),
-            *(s.try_acquire(cid, racer_session(i), racers_now) for i, s in enumerate(racers)),
+        renewal = asyncio.ensure_future(owner.renew_session(session, LEASE, 1, 10, owner_now))
+        won = await asyncio.gather(
+            *(s.try_acquire(cid, racer_session(i), racers_now) for i, s in enumerate(racers))
         )
+        renewed = await renewal
 
         winners = [racer_session(i) for i, conn in enumerate(won) if conn is not None]
         stored = await owner.get(cid)

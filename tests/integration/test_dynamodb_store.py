@@ -154,6 +154,33 @@ async def test_a_heartbeat_whose_response_was_lost_is_applied_once(
     assert await store.get_session("s1") == renewed
 
 
+@pytest.mark.parametrize("operation", ["open", "end"])
+async def test_a_session_write_whose_response_was_lost_is_recognised_as_ours(
+    faulty: FaultyClient, operation: str
+) -> None:
+    """GIVEN a session transaction applied but answered with a failure (the retry after a lost
+    response meets its own write) THEN the store reports it done, not "id used before" (open)
+    nor "ended already" (end)."""
+    store = new_store(faulty)
+    if operation == "end":
+        await store.open_session("s1", LEASE, 10, T)
+
+    async def applied_then_retried(call: Any, kwargs: dict[str, Any]) -> Any:
+        await call(**kwargs)
+        return await call(**kwargs)
+
+    faulty.plan("transact_write_items", applied_then_retried)
+
+    if operation == "open":
+        opened = await store.open_session("s1", LEASE, 10, T)
+        assert opened == await store.get_session("s1")
+    else:
+        assert await store.end_session("s1", "shutdown", T + 1)
+        ended = await store.get_session("s1")
+        assert ended is not None
+        assert ended.ended_reason == "shutdown"
+
+
 async def test_a_checkpoint_is_one_update_with_no_read(client: Any) -> None:
     store = new_store(client)
     conn = await leased(store)
