@@ -56,6 +56,7 @@ class ConnectionResult:
     peak_subscribers: int
     connects: int
     resent: int
+    # The two below are the demo's own; everything above is the dev stack judge's fact.
     rewrites: int | None
     ended: bool
 
@@ -131,22 +132,13 @@ def judge_connection(
     rewrites: int | None,
 ) -> ConnectionResult:
     facts = judge_stream(connection_id, record, conn.checkpoint_seq if conn else 0, stored)
-    return ConnectionResult(
-        connection_id=connection_id,
-        emitted=facts.emitted,
-        stored=facts.stored,
-        lost=facts.lost,
-        duplicated=facts.duplicated,
-        beyond_emitted=facts.beyond_emitted,
-        checkpoint=facts.checkpoint,
-        peak_subscribers=facts.peak_subscribers,
-        connects=facts.connects,
-        resent=facts.resent,
-        rewrites=rewrites,
-        ended=conn is not None
+    judged = {f.name: getattr(facts, f.name) for f in attrs.fields(ConnectionResult)[:-2]}
+    ended = (
+        conn is not None
         and conn.desired_state is DesiredState.STOPPED
-        and conn.stop_reason is StopReason.STREAM_ENDED,
+        and conn.stop_reason is StopReason.STREAM_ENDED
     )
+    return ConnectionResult(**judged, rewrites=rewrites, ended=ended)
 
 
 def takeovers(

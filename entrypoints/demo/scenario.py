@@ -8,7 +8,6 @@ for), and every process is ended by the caller's `Processes.close`, whatever hap
 
 import asyncio
 import signal
-import time
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,11 @@ from entrypoints.demo.options import DemoError, DemoOptions
 from entrypoints.demo.view import Reporter
 from entrypoints.devstack import http
 from entrypoints.devstack.process import Process, ProcessError, Processes
+from entrypoints.devstack.records import wall_ms as now_ms
 
 READY_S = 30.0  # for a process to print that it listens (imports take a second or two)
 PARALLEL_REQUESTS = 8
 WORKER_READY = r'"worker starting"|worker \S+ running'
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Scenario:

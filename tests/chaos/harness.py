@@ -21,6 +21,7 @@ import attrs
 
 from application.worker.session_keeper import worker_of
 from domain import DesiredState
+from entrypoints.devstack.records import wall_ms
 from entrypoints.devstack.simulator import SimulatorProcess
 from entrypoints.devstack.workers import WorkerProcess
 from tests.chaos.backends import CONFIG, Backend, timing_env
@@ -40,10 +41,7 @@ STOP_BOUND_S = CONFIG.desired_state_interval_s + 0.5 + SLACK_S
 PICKUP_BOUND_S = 0.5 + SLACK_S + 1.0  # START -> subscriber (workers may be busy booting)
 # A frozen worker resumed must close its stale subscribers before its next heartbeat.
 THAW_CLOSE_BOUND_S = HEARTBEAT_S
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+now_ms = wall_ms  # epoch ms, the simulator's and the store's clock
 
 
 @attrs.define
