@@ -24,6 +24,8 @@ FAST = {
     "WSFLEET_HEARTBEAT_INTERVAL_S": "0.5",
     "WSFLEET_SELF_FENCE_MARGIN_MS": "600",
     "WSFLEET_DESIRED_STATE_INTERVAL_S": "0.5",
+    # The store's checkpoint is what the API shows: recorded often here, hourly by default.
+    "WSFLEET_CHECKPOINT_INTERVAL_S": "0.5",
     "WSFLEET_POLL_WAIT_S": "1",
     "WSFLEET_SHUTDOWN_BUDGET_S": "3",
     "WSFLEET_HEALTH_PORT": "0",
@@ -182,6 +184,11 @@ async def test_simulator_api_and_worker_run_and_the_operator_commands_see_them(
         views = {v["connection_id"]: v for v in json.loads(status.stdout)["connections"]}
         assert {v["owner"].rsplit("-", 1)[0] for v in views.values()} == {"w1"}
         assert all(v["lease_status"] == "HELD" for v in views.values())
+        [session] = json.loads(status.stdout)["sessions"]
+        assert session["status"] == "LIVE"
+        assert session["session_id"] == views["a"]["owner"]
+        sessions = await asyncio.to_thread(run_cli, ["history", session["session_id"]], tmp_path)
+        assert "SessionOpened" in sessions.stdout, sessions.stdout + sessions.stderr
         table = await asyncio.to_thread(run_cli, ["status"], tmp_path)
         assert table.returncode == 0
         assert "w1-" in table.stdout
