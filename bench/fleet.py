@@ -1,5 +1,5 @@
 """Fleet latencies around faults: 3 real worker processes, 30+ connections, the simulator in a
-process of its own as the judge, at 1/10 of the default timings.
+process of its own as the judge, at the default timings (lease 4 s, heartbeat 1 s).
 
 Per round: a crash (SIGKILL of the busiest worker; the replacement starts after the failover
 is measured, so its start-up does not compete for the CPU), a graceful handoff (a rolling

@@ -4,7 +4,9 @@ environment only (entrypoints/devstack/workers.py writes it there)."""
 from application.config import WorkerConfig
 from entrypoints.devstack.workers import worker_timings
 
-BENCH_CONFIG = WorkerConfig().scaled(0.1)  # lease 2 s, heartbeat 0.5 s, desired-state 1 s
+# The defaults themselves (issue 12: lease 4 s, heartbeat 1 s, STOP check 2 s): the targets
+# are stated at the defaults, which are short enough to measure at full speed.
+BENCH_CONFIG = WorkerConfig()
 
 
 def worker_env(config: WorkerConfig) -> dict[str, str]:
