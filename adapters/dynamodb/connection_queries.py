@@ -227,8 +227,8 @@ class ConnectionQueries:
         return found, response.get("LastEvaluatedKey")
 
     async def next_available_at(self, now_ms: int) -> int | None:
-        """The earliest of: a back-off ending (the first orphan-index entry at or after now, per
-        shard, Limit 1) and a live session expiring (from the sessions Scan)."""
+        """The earliest back-off end: the first orphan-index entry at or after now, per shard
+        (Limit 1)."""
         shard_name, shard_names = name(schema.ORPHAN_SHARD)
         not_before, not_before_names = name(schema.NOT_BEFORE_MS)
 
@@ -248,11 +248,8 @@ class ConnectionQueries:
             items = response.get("Items", [])
             return int(items[0][schema.NOT_BEFORE_MS]["N"]) if items else None
 
-        sessions = await self.list_sessions("next_available_at")
         found = await asyncio.gather(*(first(sh) for sh in schema.all_orphan_shards(self._shards)))
-        times = [t for t in found if t is not None]
-        times += [s.expires_at_ms for s in sessions if s.is_live(now_ms)]
-        return min(times, default=None)
+        return min((t for t in found if t is not None), default=None)
 
     async def history(self, connection_id: str) -> Sequence[Event]:
         if not _valid_id(connection_id):

@@ -21,7 +21,7 @@ write moves the item's key in that index.
 | iter_orphans                   | sessions Scan + 16 orphan-index Queries    | 9   | 0          |
 |   per dead session, also       | by-owner Query + BatchGetItem per 100      | 0.5 | 0          |
 |                                |   (+ 1 RRU per connection read)            |     |            |
-| next_available_at              | sessions Scan + 16 orphan-index Queries    | 9   | 0          |
+| next_available_at              | 16 orphan-index Queries (Limit 1)          | 8   | 0          |
 | open_session                   | TransactWriteItems (item, event)           | 0   | 4          |
 | end_session                    | GetItem + TransactWriteItems (item, event) | 1   | 4          |
 | start (new) / stop / restart   | GetItem + TransactWriteItems (item, event) | 1   | 4 + 1      |

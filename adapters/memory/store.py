@@ -101,7 +101,6 @@ class InMemoryConnectionStore(ConnectionStore):
             and c.owner == NO_OWNER
             and c.not_before_ms >= now_ms
         ]
-        times += [s.expires_at_ms for s in self._sessions.values() if s.is_live(now_ms)]
         return min(times, default=None)
 
     async def stop_requested(self, session_id: str) -> Sequence[str]:

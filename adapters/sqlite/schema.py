@@ -13,7 +13,6 @@ connections: one row per connection, the current state (the fold of its events).
   - connections_stops: STOPPED and still owned, by owner — what `stop_requested` reads, a few
     rows whatever the session holds.
 sessions: one row per worker session, the current state; the heartbeat updates only this row.
-  sessions_live_by_expiry answers "when does the next live session expire" with one seek.
 connection_events: the ownership log (domain.OWNERSHIP_EVENTS), keyed (connection_id, version);
   checkpoints are not logged (as in DynamoDB).
 session_events: SessionOpened and SessionEnded (domain.SESSION_LOG_EVENTS), keyed
@@ -69,8 +68,6 @@ CREATE TABLE IF NOT EXISTS {SESSIONS} (
     opened_at_ms  INTEGER NOT NULL,
     updated_at_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS {SESSIONS}_live_by_expiry
-    ON {SESSIONS} (expires_at_ms) WHERE ended_reason IS NULL;
 CREATE TABLE IF NOT EXISTS {EVENTS} (
     connection_id TEXT NOT NULL,
     version       INTEGER NOT NULL,

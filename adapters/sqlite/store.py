@@ -107,9 +107,6 @@ _NEXT_BACKOFF_END = (
     f"SELECT MIN(not_before_ms) FROM {CONNECTIONS} "
     "WHERE desired_state = 'STARTED' AND owner = '' AND not_before_ms >= ?"
 )
-_NEXT_SESSION_EXPIRY = (
-    f"SELECT MIN(expires_at_ms) FROM {SESSIONS} WHERE ended_reason IS NULL AND expires_at_ms >= ?"
-)
 _OPENED = f"SELECT body FROM {SESSION_EVENTS} WHERE session_id = ? AND version = 1"
 _STOPS = (
     f"SELECT connection_id FROM {CONNECTIONS} "
@@ -227,11 +224,8 @@ class SqliteConnectionStore(ConnectionStore):
 
     async def next_available_at(self, now_ms: int) -> int | None:
         def query(c: sqlite3.Connection) -> int | None:
-            times = [
-                c.execute(_NEXT_BACKOFF_END, (now_ms,)).fetchone()[0],
-                c.execute(_NEXT_SESSION_EXPIRY, (now_ms,)).fetchone()[0],
-            ]
-            return min((int(t) for t in times if t is not None), default=None)
+            found = c.execute(_NEXT_BACKOFF_END, (now_ms,)).fetchone()[0]
+            return None if found is None else int(found)
 
         return await self._read("next_available_at", query)
 

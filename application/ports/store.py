@@ -101,9 +101,10 @@ class ConnectionStore(abc.ABC):
 
     @abc.abstractmethod
     async def next_available_at(self, now_ms: int) -> int | None:
-        """The earliest instant >= now_ms at which a connection could become an orphan without
-        any write — a back-off ending, or a live session expiring — or None: reconciliation
-        wakes exactly then."""
+        """The earliest back-off end >= now_ms among STARTED connections with no owner, or
+        None: when an unowned connection becomes an orphan without any write, so a full scan
+        can wake exactly then. (Sessions expiring are the other such instants: the worker
+        reads them from `list_sessions`, which it watches anyway.)"""
 
     @abc.abstractmethod
     async def stop_requested(self, session_id: str) -> Sequence[str]:

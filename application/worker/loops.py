@@ -4,6 +4,7 @@ and metrics. Each loop logs and counts a failed iteration and carries on; none b
 import asyncio
 import logging
 import random
+from collections.abc import Sequence
 
 from application.aio import wait_or_timeout
 from application.errors import ApplicationError
@@ -21,7 +22,7 @@ from application.worker.ingest import IngestWriter
 from application.worker.session import SessionEnd
 from application.worker.session_keeper import SessionKeeper
 from application.worker.sessions import Sessions
-from domain import NO_OWNER, DomainError
+from domain import NO_OWNER, DomainError, WorkerSession
 
 log = logging.getLogger(__name__)
 
@@ -87,33 +88,53 @@ async def poll_queue(
             await wait_or_timeout(draining, ctx.clock, cfg.capacity_pause_s)
 
 
-async def reconcile(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -> None:
-    """Find every orphan (all pages) and take what capacity allows; then delete the items of
-    dead sessions that own nothing any more. Wake when the next worker session can expire (or
-    a back-off end), so a crashed worker's connections move about one lease after its last
-    renew, not a whole reconcile interval later; jitter spreads the fleet.
+async def reconcile(
+    ctx: WorkerContext, sessions: Sessions, beats: Heartbeats, *, keeper: SessionKeeper
+) -> None:
+    """Take every orphan capacity allows, at two cadences (issue 12: what it reads is a cost
+    per worker, so it must not run a full scan at every session expiry).
 
-    Never sleep longer than one lease, though: a lease granted after this scan (a connection
-    started meanwhile, taken by another worker through its hint) expires at least one lease
-    from now, so looking again within a lease still wakes in time for it (found by
-    tests/chaos: an idle worker slept the whole interval past such a lease)."""
+    - A **watch** of the worker sessions (one small read: a Scan of a few items) wakes when
+      the next other session can expire, and at least once a lease: a session granted after
+      the last look expires a lease after it opened at the earliest, so it is never slept past
+      (found by tests/chaos). A session found newly dead triggers a full scan at once, so a
+      crashed worker's connections move about one lease after its last renew.
+    - A **full scan** (every orphan: the unowned ones past their back-off, and those of dead
+      sessions, all pages) runs then, at least every reconcile interval, and when a back-off
+      ends (the store says when). Unowned orphans are mostly taken through their hints; the
+      scan is the safety net for a hint that was lost. Dead sessions that own nothing any
+      more are deleted after it."""
     cfg = ctx.config
     rng: random.Random = ctx.rng
     delay = rng.random() * cfg.reconcile_jitter_s
+    full_due = ctx.clock.monotonic()  # the first look is a full scan
+    backoff_ends_at = NEVER  # epoch ms: the next back-off end the store told of
+    seen_dead: set[str] = set()
     while True:
         await ctx.clock.sleep(delay)
         beats.last["reconcile"] = ctx.clock.monotonic()
         try:
             now = ctx.clock.now_ms()
-            await _take_orphans(ctx, sessions, now)
-            await _forget_dead_sessions(ctx, now)
-            # From the scan's own `now`: a lease that expired while the orphans were being
-            # taken was not in the scan, and asking from a later instant would skip it too.
-            next_at = await ctx.store.next_available_at(now)
+            listed = await ctx.store.list_sessions()
             beats.store_reached = ctx.clock.monotonic()
-            delay = min(cfg.reconcile_interval_s, cfg.lease_ms / 1000)
-            if next_at is not None:
-                delay = min(delay, (next_at - ctx.clock.now_ms() + 1) / 1000)
+            dead = {s.session_id for s in listed if not s.is_live(now)}
+            if dead - seen_dead or ctx.clock.monotonic() >= full_due or now >= backoff_ends_at:
+                await _take_orphans(ctx, sessions, now)
+                await _forget_dead_sessions(ctx, listed, now)
+                # From the scan's own `now`: a back-off that ended while the orphans were
+                # being taken was not in the scan, and asking from later would skip it too.
+                next_at = await ctx.store.next_available_at(now)
+                backoff_ends_at = NEVER if next_at is None else next_at + 1
+                full_due = ctx.clock.monotonic() + cfg.reconcile_interval_s
+            seen_dead = dead
+            wake_at_ms = min(now + cfg.lease_ms, backoff_ends_at)
+            expiries = [
+                s.expires_at_ms + 1
+                for s in listed
+                if s.session_id != keeper.session_id and s.is_live(now)
+            ]
+            wake_at_ms = min([wake_at_ms, *expiries])
+            delay = min((wake_at_ms - ctx.clock.now_ms()) / 1000, full_due - ctx.clock.monotonic())
             delay = max(delay, 0.01) + rng.random() * cfg.reconcile_jitter_s
         except ApplicationError as exc:
             ctx.metrics.count(STORE_ERRORS)
@@ -121,15 +142,26 @@ async def reconcile(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -
             delay = cfg.heartbeat_interval_s
 
 
-async def _forget_dead_sessions(ctx: WorkerContext, now_ms: int) -> None:
+NEVER = 2**63
+
+# A dead session's item is deleted only this long after its death: DynamoDB finds a dead
+# session's connections through an index that lags its writes (about a second), and a
+# connection whose owner's item is gone is found by nobody there.
+FORGET_GRACE_MS = 60_000
+
+
+async def _forget_dead_sessions(
+    ctx: WorkerContext, listed: Sequence[WorkerSession], now_ms: int
+) -> None:
     """A dead session's item is kept while a connection names it (that is how its
-    connections are found); after that it is deleted, by whichever worker sees it first.
+    connections are found); after that (and a grace) it is deleted, by whichever worker sees
+    it first.
 
     A connection STOPPED while its owner was dying is released on the dead owner's behalf
     (with its own token and checkpoint): nobody may acquire a STOPPED connection, so nothing
     else would ever clear it, and it would keep its owner's session item forever. Safe: the
     owner is dead for good, and a STOPPED connection is streamed by nobody."""
-    for session in await ctx.store.list_sessions():
+    for session in listed:
         if session.is_live(now_ms):
             continue
         for cid in await ctx.store.stop_requested(session.session_id):
@@ -147,7 +179,9 @@ async def _forget_dead_sessions(ctx: WorkerContext, now_ms: int) -> None:
                 )
             except DomainError as exc:  # its owner released it meanwhile
                 log.info("STOPPED connection not released for its dead owner: %s", exc)
-        await ctx.store.forget_session(session.session_id, now_ms)
+        died_at = session.updated_at_ms if session.ended_reason else session.expires_at_ms
+        if now_ms - died_at > FORGET_GRACE_MS:
+            await ctx.store.forget_session(session.session_id, now_ms)
 
 
 async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> None:

@@ -117,7 +117,7 @@ class Worker:
         )
         for name, loop in (
             ("poll", functools.partial(poll_queue, draining=self._draining)),
-            ("reconcile", reconcile),
+            ("reconcile", functools.partial(reconcile, keeper=self.keeper)),
             ("stops", functools.partial(watch_stops, keeper=self.keeper)),
             ("metrics", functools.partial(publish_metrics, writer=self.ingest)),
             ("loop_lag", measure_loop_lag),

@@ -769,11 +769,11 @@ async def test_orphans_are_wanted_unheld_and_not_backing_off(store: ConnectionSt
     assert "held" in await orphan_ids(store, T + LEASE + 1)  # and is dead one ms after
 
 
-async def test_next_available_at_is_the_earliest_backoff_end_or_live_session_expiry(
+async def test_next_available_at_is_the_earliest_backoff_end_of_an_unowned_connection(
     store: ConnectionStore,
 ) -> None:
-    """Reconciliation wakes when a connection could become an orphan without any write: a
-    back-off ending, or a live session expiring (its connections then are orphans)."""
+    """A full scan wakes when an unowned connection's back-off ends; sessions expiring are
+    not the store's answer here (the worker watches `list_sessions` for them)."""
     conn = await leased(store, "c1", "s1")  # s1 expires at T + LEASE
     await session(store, "s2", T + 10, lease=3 * LEASE)
     await store.report_upstream_failure("c1", "s1", conn.token, 0, T + 5, "x", T + 1)
@@ -784,10 +784,7 @@ async def test_next_available_at_is_the_earliest_backoff_end_or_live_session_exp
 
     assert await store.next_available_at(T + 2) == T + 5
     assert await store.next_available_at(T + 5) == T + 5  # inclusive
-    assert await store.next_available_at(T + 6) == T + LEASE
-    assert await store.next_available_at(T + LEASE) == T + LEASE  # live to its expiry
-    assert await store.next_available_at(T + LEASE + 1) == T + 10 + 3 * LEASE
-    assert await store.next_available_at(T + 10 + 3 * LEASE + 1) is None
+    assert await store.next_available_at(T + 6) is None  # live sessions are not answered
 
 
 async def test_next_available_at_is_none_when_nothing_could_change(

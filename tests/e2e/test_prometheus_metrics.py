@@ -118,9 +118,9 @@ async def test_a_streaming_workers_metrics_are_scraped_and_each_one_moves(
         )
         assert dead.returncode == 0, dead.stderr
         await until(lambda: scrape(port)[series(names.UPSTREAM_GIVE_UPS)] > 0, "give-up")
-        # One refused renew, then an outage past the lease's trust: self-fence; once the store
-        # is back, the expired leases are taken over.
-        faults(control, 1, fail={"renew": 1})
+        # One failed session renew, then an outage past the session's trust: self-fence; once
+        # the store is back, the connections of the expired session are taken over.
+        faults(control, 1, fail={"RenewSession": 1})
         await until(lambda: scrape(port)[series(names.STORE_ERRORS)] > 0, "store error")
         faults(control, 2, outage=True)
         await until(lambda: scrape(port)[series(names.SELF_FENCES)] > 0, "self-fence")

@@ -16,6 +16,7 @@ import pytest
 
 from adapters.dynamodb.schema import DEFAULT_MESSAGES_TABLE, connection_key
 from application.router import EventRouter
+from application.worker.session_keeper import worker_of
 from entrypoints.api import EventApi, HttpRequest
 from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.devstack.aws import LocalAws
@@ -128,7 +129,7 @@ async def test_worker_streams_then_hands_over_on_sigterm_to_another_worker(
     _, status_b = await b.get("/status")
     conn = await router.get("m1")
     assert conn is not None
-    assert conn.owner == status_a["worker_id"]
+    assert worker_of(conn.owner) == status_a["worker_id"]
 
     began = time.monotonic()
     a.signal(signal.SIGTERM)
@@ -144,7 +145,7 @@ async def test_worker_streams_then_hands_over_on_sigterm_to_another_worker(
     assert second["from_seq"] <= first["last_seq"] + 1  # resumed without a gap
     conn = await router.get("m1")
     assert conn is not None
-    assert conn.owner == status_b["worker_id"]
+    assert worker_of(conn.owner) == status_b["worker_id"]
     assert conn.token == 2
     history = [type(e).__name__ for e in await router.history("m1")]
     assert history[-2:] == ["LeaseReleased", "LeaseAcquired"]  # a handoff, not a takeover

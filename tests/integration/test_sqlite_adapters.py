@@ -142,7 +142,6 @@ async def test_every_store_query_is_served_by_its_index(tmp_path: Path) -> None:
         sqlite_store._DEAD_OWNERS: ({"now": NOW}, "connections_by_owner"),
         sqlite_store._OWNED_PAGE: (("s", "", NOW, 10), "connections_by_owner"),
         sqlite_store._NEXT_BACKOFF_END: ((NOW,), "connections_unowned"),
-        sqlite_store._NEXT_SESSION_EXPIRY: ((NOW,), "sessions_live_by_expiry"),
         sqlite_store._STOPS: (("s",), "connections_stops"),
         sqlite_store._OWNS_ANY: (("s",), "connections_by_owner"),
     }

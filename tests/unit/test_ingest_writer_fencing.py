@@ -27,6 +27,7 @@ class Lease:
 
     connection_id: str
     token: int
+    session_id: str = "w1#1"
     trusted: bool = True
     lost_to: str | None = None
 

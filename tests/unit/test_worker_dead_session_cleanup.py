@@ -5,6 +5,7 @@ the STOP index would stay forever)."""
 
 import attrs
 
+from application.worker.loops import FORGET_GRACE_MS
 from domain import NO_OWNER, DesiredState
 from tests.support.fleet import Fleet
 
@@ -24,6 +25,11 @@ async def test_a_connection_stopped_while_its_owner_died_is_released_and_the_ses
 
     await fleet.clock.run_until(lambda: fleet.owner_of("c2") == "b", 30)
     await fleet.clock.advance(fleet.config.lease_ms / 1000 + 2)
+    c1 = await fleet.store.get("c1")
+    assert c1 is not None
+    assert c1.owner == NO_OWNER, "released on the dead owner's behalf at once"
+    assert await fleet.store.get_session(dead) is not None, "kept for the index's lag"
+    await fleet.clock.advance(FORGET_GRACE_MS / 1000 + fleet.config.reconcile_interval_s)
 
     c1 = await fleet.store.get("c1")
     assert c1 is not None
@@ -42,7 +48,7 @@ async def test_a_dead_session_that_still_owns_a_wanted_connection_is_kept(fleet:
     dead = a.worker.keeper.session_id
 
     await fleet.crash("a")
-    await fleet.clock.advance(fleet.config.lease_ms / 1000 + 3)
+    await fleet.clock.advance(FORGET_GRACE_MS / 1000 + fleet.config.reconcile_interval_s)
 
     assert (await fleet.store.get("c1")).owner == dead  # type: ignore[union-attr]
     assert await fleet.store.get_session(dead) is not None

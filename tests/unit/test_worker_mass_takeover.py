@@ -41,9 +41,10 @@ async def test_a_dead_workers_share_is_acquired_in_parallel() -> None:
     parallel = await takeover_after_expiry(take_concurrency=16)
 
     # 80 acquisitions at 0.1 s each shared by two survivors: about 4 s one at a time; with 16
-    # in flight per loop, a few round trips (plus the reconciler's wake-up jitter).
+    # in flight per loop, a few round trips (the sessions read that finds the death, the
+    # scan, the waves of acquisitions) plus the reconciler's wake-up jitter.
     assert one_at_a_time >= SHARE * STORE_LATENCY_S / 2 * 0.9, one_at_a_time
-    assert parallel <= 1.0, parallel
+    assert parallel <= 1.5, parallel
 
 
 async def test_a_slow_store_gets_one_acquisition_at_a_time() -> None:
