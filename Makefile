@@ -51,11 +51,12 @@ $(CHECKOV_STAMP): infra/checkov-requirements.txt
 checkov: $(CHECKOV_STAMP)
 	CKV_SKIP_PACKAGE_UPDATE_CHECK=true $(CHECKOV_VENV)/bin/checkov -d infra --framework terraform --quiet --compact --skip-download
 
-# infra/ checked by Terraform itself, offline (part of `make test` too): fmt, validate, and
-# `terraform test` on a mocked AWS provider. Needs terraform >= 1.7 and the hashicorp/aws
-# provider in a local plugin directory (tests/infra/test_terraform_tests.py says where).
+# infra/ checked by Terraform itself, offline: fmt and validate (part of `make test` too), and
+# `terraform test` on a mocked AWS provider (here only: `make test` checks its facts on the
+# parsed files). Needs terraform >= 1.7 and the hashicorp/aws provider in a local plugin
+# directory (tests/infra/test_terraform_tests.py says where).
 terraform: $(STAMP)
-	$(BIN)/python -m pytest tests/infra/test_terraform_tests.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/infra/test_terraform_tests.py --terraform-plan $(PYTEST_ARGS)
 
 # The router's Lambda package: its code and runtime dependencies only (see docs/deploy.md).
 lambda-zip: $(STAMP)

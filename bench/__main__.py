@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import machine
-from bench.backends import AwsBackend, EmbeddedBackend
+from bench.backends import Backend, open_aws_backend, open_embedded_backend
 from bench.capacity import run_capacity, run_floor
 from bench.cost import run_cost
 from bench.fleet_scenario import run_fleet
@@ -19,7 +19,8 @@ from bench.ingest import run_ingest
 from bench.limits import raise_open_files
 from bench.report import table
 from bench.store_cost import run_store_cost
-from bench.upstream import SimulatorProcess
+from bench.upstream import simulator
+from entrypoints.devstack.process import ProcessError
 
 SUITES = ("fleet", "store-cost", "cost", "capacity", "tls", "tls-throughput", "floor", "ingest")
 log = logging.getLogger("bench")
@@ -30,25 +31,26 @@ async def fleet(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]
     failures: list[dict[str, Any]] = []
     for name in args.backends:
         async with AsyncExitStack() as stack:
-            backend: AwsBackend | EmbeddedBackend
+            backend: Backend
             if name == "aws":
-                backend = await stack.enter_async_context(AwsBackend.open(log_dir))
+                backend = await stack.enter_async_context(open_aws_backend(log_dir))
             else:
                 backend = await stack.enter_async_context(
-                    EmbeddedBackend.open(log_dir / "embedded-data")
+                    open_embedded_backend(log_dir / "embedded-data")
                 )
             # moto (the fallback without DynamoDB Local) serializes DynamoDB requests at several
             # ms each: 36 connections at 20 messages/s (a sink write per message at 1/10
             # timings) overran it and leases churned, so there the fleet streams 2 messages/s.
-            on_moto = isinstance(backend, AwsBackend) and backend.aws.fallback is not None
+            on_moto = backend.aws is not None and backend.aws.fallback is not None
             rate = 2.0 if on_moto else 20.0
-            if isinstance(backend, AwsBackend) and args.aws_rate is not None:
+            if backend.aws is not None and args.aws_rate is not None:
                 rate = args.aws_rate
-            sim = await SimulatorProcess(log_dir, rate=rate, name=f"{name}-simulator").start()
+            sim = await simulator(log_dir, rate=rate, name=f"{name}-simulator").start()
             stack.push_async_callback(sim.stop)
             try:
                 result = await run_fleet(backend, sim, log_dir, **args.fleet)
-            except (TimeoutError, RuntimeError) as exc:  # keep the other backend's figures
+            # keep the other backend's figures
+            except (TimeoutError, RuntimeError, ProcessError) as exc:
                 log.error("the %s fleet did not finish: %s", name, exc)
                 failures.append({"backend": name, "rate": rate, "error": str(exc)[:2000]})
                 continue

@@ -8,13 +8,15 @@ import ssl
 from pathlib import Path
 from typing import Any
 
-from bench.procs import Child, child_env
-from bench.upstream import SimulatorProcess
+from bench.procs import rss_kib
+from bench.upstream import simulator
+from entrypoints.devstack.process import Process
+from entrypoints.devstack.service import child_env
 
 
-def _events(child: Child) -> list[dict[str, Any]]:
+def _events(child: Process) -> list[dict[str, Any]]:
     found = []
-    for line in child.out.read_text().splitlines():
+    for line in child.stdout.read_text().splitlines():
         if line.startswith("{"):
             found.append(json.loads(line))
     return found
@@ -53,7 +55,7 @@ async def run_capacity(
 ) -> dict[str, Any]:
     """`tls`: (ca, cert, key) to serve wss:// and trust it. Returns the judged steps."""
     context = ssl.create_default_context(cafile=str(tls[0])) if tls else None
-    sim = SimulatorProcess(
+    sim = simulator(
         log_dir,
         rate=rate,
         name=f"{label}-simulator",
@@ -65,13 +67,13 @@ async def run_capacity(
     args = ["--sim-url", sim.base_url, "--steps", ",".join(map(str, steps))]
     args += ["--window", str(window_s), "--data-dir", str(log_dir), "--prefix", label]
     args += ["--ca-file", str(tls[0])] if tls else []
-    worker = Child.python(
-        label, "bench.capacity_worker", args + (extra or []), child_env({}), log_dir
+    worker = Process.python(
+        label, "bench.capacity_worker", args + (extra or []), log_dir, child_env({})
     )
     try:
         await worker.start()
-        finished = await worker.wait(timeout_s) is not None
-        sim_rss = sim.child.rss_kib()
+        finished = await worker.exit_code(timeout_s) is not None
+        sim_rss = rss_kib(sim.child.pid)
     finally:
         await worker.stop()
         await sim.stop()
@@ -103,13 +105,13 @@ async def run_capacity(
 
 
 async def run_floor(log_dir: Path, steps: list[int]) -> list[dict[str, Any]]:
-    sim = SimulatorProcess(log_dir, rate=1.0, name="floor-simulator")
+    sim = simulator(log_dir, rate=1.0, name="floor-simulator")
     await sim.start()
     args = ["--sim-url", sim.base_url, "--steps", ",".join(map(str, steps))]
-    clients = Child.python("floor", "bench.bare_clients", args, child_env({}), log_dir)
+    clients = Process.python("floor", "bench.bare_clients", args, log_dir, child_env({}))
     try:
         await clients.start()
-        await clients.wait(600)
+        await clients.exit_code(600)
     finally:
         await clients.stop()
         await sim.stop()

@@ -1,6 +1,4 @@
-"""Store operations and DynamoDB units per connection-hour of a running fleet, counted at the
-adapter boundary (bench/units.py); the store's own per-operation and steady-state costs are
-bench/store_cost.py's.
+"""Store operations and DynamoDB units per connection-hour, counted at the adapter boundary.
 
 Three Workers run in this process on the AWS adapters (DynamoDB and SQS on a moto server
 process), each with its own store whose client is wrapped by `MeteringClient`; the simulator
@@ -32,10 +30,10 @@ from adapters.websocket import WebSocketConnector
 from application.config import WorkerConfig
 from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
-from bench import records
-from bench.backends import HINT_VISIBILITY_S, AwsBackend, aws_client
+from bench.backends import HINT_VISIBILITY_S, Backend, aws_client, open_aws_backend
 from bench.units import Meter, MeteringClient
-from bench.upstream import SimulatorProcess
+from bench.upstream import SimulatorProcess, simulator
+from entrypoints.devstack import records
 
 SCALE = 0.25
 DOCS_WRU, DOCS_RRU = 0, 0  # docs/deploy.md, per connection-hour in steady state (sessions)
@@ -64,18 +62,20 @@ def _per(values: dict[str, float], hours: float) -> dict[str, float]:
 class MeteredFleet:
     """Workers on metered adapters; the counters are zeroed with `reset` and read with `take`."""
 
-    def __init__(self, backend: AwsBackend, sqs: Any, workers: int) -> None:
+    def __init__(self, backend: Backend, sqs: Any, workers: int) -> None:
         self.store_meter, self.sink_meter = Meter(backend.tables), Meter(backend.tables)
         self.sqs_calls = Counter[str]()
         self.stores: list[DynamoDbConnectionStore] = []
         self.sinks: list[DynamoDbMessageSink] = []
         self.members: list[tuple[Worker, asyncio.Task[None]]] = []
         self.metrics: list[InMemoryMetrics] = []
+        tables = backend.tables
+        assert tables is not None  # an AWS deployment
         for n in range(workers):
             store_client: Any = MeteringClient(backend.dynamodb, self.store_meter)
             sink_client: Any = MeteringClient(backend.dynamodb, self.sink_meter)
-            store = DynamoDbConnectionStore(store_client, tables=backend.tables)
-            sink = DynamoDbMessageSink(sink_client, backend.tables.messages)
+            store = DynamoDbConnectionStore(store_client, tables=tables)
+            sink = DynamoDbMessageSink(sink_client, tables.messages)
             metrics = InMemoryMetrics()
             self.metrics.append(metrics)
             counted: Any = CountingClient(sqs, self.sqs_calls)  # duck-typed SQSClient
@@ -153,9 +153,10 @@ async def run_cost(
     log_dir: Path, *, connections: int = 30, workers: int = 3, window_s: float = 120.0
 ) -> dict[str, Any]:
     async with AsyncExitStack() as stack:
-        sim = await SimulatorProcess(log_dir, rate=1.0, name="cost-simulator").start()
+        sim = await simulator(log_dir, rate=1.0, name="cost-simulator").start()
         stack.push_async_callback(sim.stop)
-        backend = await stack.enter_async_context(AwsBackend.open(log_dir, name="cost-aws"))
+        backend = await stack.enter_async_context(open_aws_backend(log_dir, name="cost-aws"))
+        assert backend.aws is not None
         sqs = await stack.enter_async_context(aws_client("sqs", backend.aws.moto_url))
         fleet = MeteredFleet(backend, sqs, workers)
         stack.push_async_callback(fleet.close)

@@ -1,5 +1,5 @@
 """Fleet latencies around faults: 3 real worker processes, 30+ connections, the simulator in a
-process of its own as the judge, at 1/10 of the default timings.
+process of its own as the judge, at the default timings (lease 4 s, heartbeat 1 s).
 
 Per round: a crash (SIGKILL of the busiest worker; the replacement starts after the failover
 is measured, so its start-up does not compete for the CPU), a graceful handoff (a rolling
@@ -16,11 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import records
 from bench.backends import Backend
-from bench.records import wall_ms
-from bench.upstream import SimulatorProcess
-from bench.workers import WorkerProcess
+from bench.workers import bench_worker
+from entrypoints.devstack import records
+from entrypoints.devstack.records import wall_ms
+from entrypoints.devstack.simulator import SimulatorProcess
+from entrypoints.devstack.workers import WorkerProcess
 
 log = logging.getLogger("bench.fleet")
 WAIT_S = 30.0  # a fault not healed in this long is reported as a timeout, not waited for
@@ -50,7 +51,7 @@ class FleetRun:
 
     async def add_worker(self) -> WorkerProcess:
         self._seq += 1
-        worker = WorkerProcess(f"{self.backend.name}-w{self._seq}", self.backend, self.log_dir, 100)
+        worker = bench_worker(f"{self.backend.name}-w{self._seq}", self.backend, self.log_dir, 100)
         await worker.start()
         await worker.wait_healthy()
         self.workers.append(worker)
@@ -99,8 +100,8 @@ class FleetRun:
     async def crash(self) -> None:
         victim, held = await self.busiest()
         at = wall_ms()
-        victim.child.signal(signal.SIGKILL)
-        await victim.child.wait(10)
+        victim.signal(signal.SIGKILL)
+        await victim.exit_code(10)
         self.workers.remove(victim)
         self.retired.append(victim)
         since = dict.fromkeys(held, at)
@@ -112,10 +113,10 @@ class FleetRun:
         newcomer = await self.add_worker()
         leaving, held = await self.busiest(exclude=newcomer)
         at = wall_ms()
-        leaving.child.signal(signal.SIGTERM)
+        leaving.signal(signal.SIGTERM)
         since = dict.fromkeys(held, at)
         await self.wait_each(held, self._connected_since(since), "handoff", since)
-        code = await leaving.child.wait(15)
+        code = await leaving.exit_code(15)
         self.workers.remove(leaving)
         self.retired.append(leaving)
         self._fault("handoff", leaving, at, held, exit_code=code)

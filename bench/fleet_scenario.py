@@ -10,12 +10,13 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from bench import records
 from bench.backends import Backend
 from bench.fleet import FleetRun
-from bench.records import wall_ms
 from bench.stats import summary
-from bench.upstream import SimulatorProcess
+from entrypoints.devstack import records
+from entrypoints.devstack.judge import judge_stream
+from entrypoints.devstack.records import wall_ms
+from entrypoints.devstack.simulator import SimulatorProcess
 
 log = logging.getLogger("bench.fleet")
 
@@ -52,11 +53,11 @@ async def run_fleet(
         await asyncio.sleep(1.0)
     finally:
         for worker in run.workers:  # graceful: each releases with its final checkpoint
-            worker.child.signal(signal.SIGTERM)
+            worker.signal(signal.SIGTERM)
         for worker in run.workers:
-            await worker.child.wait(10)  # a second SIGTERM would cut the shutdown short
+            await worker.exit_code(10)  # a second SIGTERM would cut the shutdown short
         for worker in run.workers + run.retired:
-            await worker.child.stop(grace_s=10)
+            await worker.stop(grace_s=10)
     ended = wall_ms()
     streams = await run.refresh()
     verdict = await judge(backend, run.ids, streams, ended)
@@ -87,16 +88,13 @@ async def judge(
     for cid in ids:
         state = await backend.store.get(cid)
         checkpoint = state.checkpoint_seq if state else 0
-        seqs = await backend.stored_seqs(cid)
-        distinct = set(seqs)
-        missing = len(set(range(1, checkpoint + 1)) - distinct)
+        facts = judge_stream(cid, streams.get(cid), checkpoint, await backend.seqs(cid), ended_ms)
+        missing = len(facts.missing_below_checkpoint)
         lost += missing
-        duplicated += len(seqs) - len(distinct)
-        beyond += sum(1 for s in distinct if s > checkpoint)
-        record = streams.get(cid)
-        if record is not None:
-            redelivered += records.redelivered(record)
-            overlaps += records.overlap_ms(record, ended_ms) > 0
+        duplicated += facts.duplicated
+        beyond += len(set(facts.beyond_checkpoint))
+        redelivered += facts.redelivered
+        overlaps += facts.overlap_ms > 0
         if missing:
             worst.append(f"{cid}: {missing} missing of 1..{checkpoint}")
     rewrites = await backend.rewrites()

@@ -7,7 +7,7 @@ more about moto than about DynamoDB."""
 from pathlib import Path
 from typing import Any
 
-from bench.backends import AwsBackend
+from bench.backends import open_aws_backend
 from bench.capacity import run_capacity
 
 
@@ -17,7 +17,8 @@ async def run_ingest(
     extra = ["--sink", sink, "--query", f"?rate={rate:g}", "--settle", "3"]
     label = f"ingest-{sink}"
     if sink == "dynamodb":
-        async with AwsBackend.open(log_dir, name="ingest-aws") as backend:
+        async with open_aws_backend(log_dir, name="ingest-aws") as backend:
+            assert backend.aws is not None
             run = await run_capacity(
                 log_dir,
                 label,

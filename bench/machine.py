@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bench.procs import ROOT
+from entrypoints.devstack.service import ROOT
 
 
 def _cpu_model() -> str:

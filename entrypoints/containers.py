@@ -4,8 +4,9 @@
 (store, queue, sink, metrics, upstream). Each deployment is a sibling container that provides
 those ports and embeds the core: `AwsContainer` here (DynamoDB, SQS, CloudWatch, WebSockets,
 over long-lived aioboto3 clients opened as async Resources), the embedded SQLite one next to
-it. No business code reaches into a container: entrypoints ask it for a Worker or an EventApi
-and hand those their ports.
+it, and `InMemoryContainer` (the in-memory adapters on one clock, for tests that need a whole
+application in one process and on virtual time). No business code reaches into a container:
+entrypoints ask it for a Worker or an EventApi and hand those their ports.
 
 Providers that depend on an async Resource return awaitables: `await container.core.api()`.
 Only what is asked for is opened (the Lambda router never opens CloudWatch or the sink), and
@@ -24,12 +25,18 @@ from adapters.cloudwatch.metrics import CloudWatchMetrics
 from adapters.dynamodb.connection_store import DynamoDbConnectionStore
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.dynamodb.schema import TableNames
+from adapters.memory.metrics import InMemoryMetrics
+from adapters.memory.queue import InMemoryNotificationQueue
+from adapters.memory.sink import InMemoryMessageSink
+from adapters.memory.store import InMemoryConnectionStore
+from adapters.memory.upstream import FakeUpstream
 from adapters.sqs import SqsNotificationQueue
 from adapters.system.clock import SystemClock
 from adapters.system.resolver import SystemResolver
 from adapters.websocket import WebSocketConnector, WebSocketOptions
 from application.errors import ConfigurationError
 from application.ports import (
+    Clock,
     ConnectionStore,
     MessageSink,
     Metrics,
@@ -89,8 +96,8 @@ class CoreContainer(containers.DeclarativeContainer):
     metrics: providers.Dependency[Metrics] = providers.Dependency()
     upstream: providers.Dependency[UpstreamConnector] = providers.Dependency()
 
-    clock = providers.Singleton(SystemClock)
-    resolver = providers.Singleton(SystemResolver)
+    clock: providers.Provider[Clock] = providers.Singleton(SystemClock)
+    resolver: providers.Provider[Any] = providers.Singleton(SystemResolver)
     url_policy = providers.Singleton(
         UrlPolicy,
         resolver=resolver,
@@ -252,4 +259,39 @@ class AwsContainer(containers.DeclarativeContainer):
         sink=sink,
         metrics=metrics,
         upstream=upstream,
+    )
+
+
+class InMemoryContainer(containers.DeclarativeContainer):
+    """The application on the in-memory adapters: one store, queue and sink in this process, a
+    fake upstream, all on `clock` (a FakeClock makes time virtual). `resolver` answers the URL
+    policy's lookups (tests give one that never touches real DNS). A worker per call of
+    `core.worker(worker_id=...)`; a test may hand one worker its own ports (a fault-injecting
+    wrapper, a skewed clock) as keyword arguments of that call."""
+
+    settings = providers.Dependency(instance_of=Settings)
+    clock: providers.Dependency[Clock] = providers.Dependency()
+    resolver: providers.Dependency[Any] = providers.Dependency()
+    upstream_rate_per_s = providers.Object(10.0)
+
+    store = providers.Singleton(InMemoryConnectionStore)
+    queue = providers.Singleton(
+        InMemoryNotificationQueue,
+        clock,
+        visibility_timeout_s=settings.provided.hint_visibility_timeout_s,
+    )
+    sink = providers.Singleton(InMemoryMessageSink)
+    metrics = providers.Factory(InMemoryMetrics)  # one per worker: tests read each one's
+    upstream = providers.Singleton(FakeUpstream, clock, upstream_rate_per_s)
+
+    core = providers.Container(
+        CoreContainer,
+        settings=settings,
+        store=store,
+        queue=queue,
+        sink=sink,
+        metrics=metrics,
+        upstream=upstream,
+        clock=clock,
+        resolver=resolver,
     )

@@ -22,7 +22,7 @@ class StoredMessage:
     seq: int
     data: str
     received_at_ms: int
-    worker_id: str
+    worker_id: str  # the worker session that received it (its id names the worker)
     token: int  # the fencing token of the lease under which the message was received
     # The seq of the message before this one in the stream as its worker accepted it: the
     # checkpoint it resumed from for the first message after an acquire, the last seq before

@@ -164,7 +164,7 @@ class IngestWriter:
             seq=seq,
             data=data,
             received_at_ms=self._ctx.clock.now_ms(),
-            worker_id=self._ctx.worker_id,
+            worker_id=lease.session_id,  # the worker session that received it
             token=lease.token,
             prev_seq=prev_seq,
         )

@@ -21,7 +21,7 @@ from application.worker.ingest import IngestWriter
 from application.worker.session import SessionEnd
 from application.worker.session_keeper import SessionKeeper
 from application.worker.sessions import Sessions
-from domain import NO_OWNER
+from domain import NO_OWNER, DomainError
 
 log = logging.getLogger(__name__)
 
@@ -123,10 +123,31 @@ async def reconcile(ctx: WorkerContext, sessions: Sessions, beats: Heartbeats) -
 
 async def _forget_dead_sessions(ctx: WorkerContext, now_ms: int) -> None:
     """A dead session's item is kept while a connection names it (that is how its
-    connections are found); after that it is deleted, by whichever worker sees it first."""
+    connections are found); after that it is deleted, by whichever worker sees it first.
+
+    A connection STOPPED while its owner was dying is released on the dead owner's behalf
+    (with its own token and checkpoint): nobody may acquire a STOPPED connection, so nothing
+    else would ever clear it, and it would keep its owner's session item forever. Safe: the
+    owner is dead for good, and a STOPPED connection is streamed by nobody."""
     for session in await ctx.store.list_sessions():
-        if not session.is_live(now_ms):
-            await ctx.store.forget_session(session.session_id, now_ms)
+        if session.is_live(now_ms):
+            continue
+        for cid in await ctx.store.stop_requested(session.session_id):
+            conn = await ctx.store.get(cid)
+            if conn is None or conn.owner != session.session_id or not conn.stop_pending:
+                continue
+            try:
+                await ctx.store.release(
+                    cid, session.session_id, conn.token, conn.checkpoint_seq, now_ms
+                )
+                log.info(
+                    "released a STOPPED connection of dead session %s",
+                    session.session_id,
+                    extra=ctx.log_extra(cid, conn.token),
+                )
+            except DomainError as exc:  # its owner released it meanwhile
+                log.info("STOPPED connection not released for its dead owner: %s", exc)
+        await ctx.store.forget_session(session.session_id, now_ms)
 
 
 async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> None:

@@ -153,6 +153,10 @@ class ConnectionSession:
             try:
                 # Vetted again (DNS may have changed), and opened at the vetted addresses only.
                 target = await ctx.url_policy.vet(self.ws_url)
+                if not self.lease.valid():
+                    # Never subscribe without trust: a worker that wakes from a freeze must
+                    # not reconnect before its fence is noticed (found by tests/chaos).
+                    return SessionEnd.LEASE_LOST
                 async with ctx.upstream.open(
                     self.ws_url, self.ingest.next_seq, target.addresses
                 ) as stream:

@@ -30,6 +30,8 @@ from domain import InvalidCommand
 log = logging.getLogger(__name__)
 
 SESSION_SEPARATOR = "#"
+# Heartbeats that may wait for the store at once (see SessionKeeper.run).
+MAX_RENEWS_IN_FLIGHT = 3
 
 
 def session_id_of(worker_id: str, incarnation: int) -> str:
@@ -112,34 +114,62 @@ class SessionKeeper:
 
     async def run(self) -> None:
         """The heartbeat, forever (cancelled at shutdown). Fences the moment trust runs out,
-        even while a renew is stuck on an unreachable store, then opens a new session."""
+        even while renewals are stuck on an unreachable store, then opens a new session.
+
+        Renewals are hedged: a heartbeat does not wait for the previous one to answer (up to
+        MAX_RENEWS_IN_FLIGHT at once). Every connection hangs on this one session, so one
+        request that a store takes a second to answer must not fence them all when the next
+        would have been answered in milliseconds (found by tests/chaos on DynamoDB Local)."""
         ctx = self._ctx
         clock, interval = ctx.clock, ctx.config.heartbeat_interval_s
-        next_beat = clock.monotonic() + interval
-        while True:
-            await clock.sleep(max(0.001, min(next_beat - clock.monotonic(), self.remaining_s())))
-            if not self.trusts(self.session_id):
-                await self.open()
-                next_beat = clock.monotonic() + interval
-                continue
-            if clock.monotonic() < next_beat:
-                continue
-            try:
-                async with clock.timeout(self.remaining_s()):
-                    await self._renew()
-            except TimeoutError:
-                pass  # trust ran out while the store did not answer: fenced at the next turn
-            next_beat = clock.monotonic() + interval
+        in_flight: set[asyncio.Task[None]] = set()
+        failed: list[BaseException] = []
 
-    async def _renew(self) -> None:
-        """One heartbeat, retried within the time left; refusal fences everything."""
+        def settled(task: "asyncio.Task[None]") -> None:
+            in_flight.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                failed.append(task.exception())  # type: ignore[arg-type]
+
+        # Beats count from the start of the call that opened the session, as trust does.
+        next_beat = self._opened_at() + interval
+        try:
+            while True:
+                await clock.sleep(
+                    max(0.001, min(next_beat - clock.monotonic(), self.remaining_s()))
+                )
+                if failed:
+                    raise failed[0]  # a bug, not the store: the worker must fail loudly
+                if not self.trusts(self.session_id):
+                    await _cancel(in_flight)
+                    await self.open()
+                    next_beat = self._opened_at() + interval
+                    continue
+                if clock.monotonic() < next_beat:
+                    continue
+                next_beat += interval
+                if next_beat < clock.monotonic():  # late (a frozen process): no catch-up burst
+                    next_beat = clock.monotonic() + interval
+                if len(in_flight) < MAX_RENEWS_IN_FLIGHT:
+                    task = asyncio.create_task(self._renew(self.session_id))
+                    in_flight.add(task)
+                    task.add_done_callback(settled)
+        finally:
+            await _cancel(in_flight)
+
+    def _opened_at(self) -> float:
+        return self._ctx.clock.monotonic() if self.last_renewed is None else self.last_renewed
+
+    async def _renew(self, session_id: str) -> None:
+        """One heartbeat, retried with back-off while trust lasts and no later heartbeat has
+        succeeded. A refusal fences everything."""
         ctx = self._ctx
         attempt = 0
-        while self.trusts(self.session_id):
+        began = ctx.clock.monotonic()
+        while self.trusts(session_id) and (self.last_renewed is None or self.last_renewed < began):
             started = ctx.clock.monotonic()
             try:
                 renewed = await ctx.store.renew_session(
-                    self.session_id,
+                    session_id,
                     ctx.config.lease_ms,
                     min(self._load(), ctx.config.max_connections),
                     ctx.config.max_connections,
@@ -152,13 +182,16 @@ class SessionKeeper:
                 await ctx.clock.sleep(min(self._backoff.delay(attempt), self.remaining_s()))
                 continue
             ctx.metrics.timing(RENEW_LATENCY_MS, (ctx.clock.monotonic() - started) * 1000)
+            if session_id != self.session_id or self._fenced.done():
+                return  # the answer for a session already given up on
             if renewed is None:
-                # Expired (we were frozen or cut off longer than the lease) or ended by someone
-                # who believed us dead: our connections may be someone else's already.
+                # Expired (we were frozen or cut off longer than the lease) or ended by
+                # someone who believed us dead: our connections may be someone else's already.
                 self._fence("worker session is no longer live: fencing every connection")
                 return
+            # Trust only what this call proves, measured from its start.
             self._deadline = max(self._deadline, started + self._trusted_s)
-            self.last_renewed = started
+            self.last_renewed = max(self.last_renewed or started, started)
             return
 
     async def end(self, reason: str) -> None:
@@ -183,3 +216,10 @@ class SessionKeeper:
             self._ctx.metrics.count(SELF_FENCES)
             self._ctx.metrics.count(LEASES_LOST, self._load())
             log.warning(why, extra={"worker_id": self._ctx.worker_id})
+
+
+async def _cancel(tasks: set["asyncio.Task[None]"]) -> None:
+    pending = list(tasks)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)

@@ -107,7 +107,11 @@ class Sessions:
             if acquired is None:
                 ctx.metrics.count(ACQUISITION_CONFLICTS)
                 return False
-            resume = await self._resume_point(acquired)
+            # Only a takeover can find more stored than the checkpoint says: a release records
+            # the final checkpoint of everything written (one read saved per handoff).
+            resume = (
+                await self._resume_point(acquired) if expired_owner else acquired.checkpoint_seq
+            )
         finally:
             self._acquiring.discard(connection_id)
         ctx.metrics.count(LEASE_ACQUISITIONS)

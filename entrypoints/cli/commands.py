@@ -12,7 +12,9 @@ from typing import Any
 
 from application.errors import ConfigurationError
 from application.router import CommandOutcome, EventRouter
+from application.worker.session_keeper import SESSION_SEPARATOR
 from domain import ConnectionNotFound
+from domain.codec import session_event_to_dict
 from entrypoints.api.views import connection_view, event_view, session_view
 from entrypoints.cli import tables
 from entrypoints.cli.backend import command_settings, open_backend
@@ -83,6 +85,8 @@ async def status(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 async def history(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     settings = command_settings(env, writes=False)
+    if SESSION_SEPARATOR in args.connection_id:  # never in a connection id
+        return await _session_history(args.connection_id, settings, args.json)
     async with open_backend(settings) as container:
         router: EventRouter = await provide(container.core.router)
         events = await router.history(args.connection_id)
@@ -94,6 +98,21 @@ async def history(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         )
     else:
         tables.print_history(tables.console(), args.connection_id, events)
+    return EXIT_OK
+
+
+async def _session_history(session_id: str, settings: Any, as_json: bool) -> int:
+    async with open_backend(settings) as container:
+        router: EventRouter = await provide(container.core.router)
+        events = await router.session_history(session_id)
+    if not events:
+        raise ConnectionNotFound(f"worker session {session_id!r} is unknown")
+    if as_json:
+        _print_json(
+            {"session_id": session_id, "events": [session_event_to_dict(e) for e in events]}
+        )
+    else:
+        tables.print_session_history(tables.console(), session_id, events)
     return EXIT_OK
 
 

@@ -120,8 +120,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="a worker's health endpoint (http://host:port), for its ingest lag; repeatable",
     )
 
-    p = command("history", "the ownership log of a connection", "commands:history")
-    p.add_argument("connection_id", metavar="ID", help="the connection id")
+    p = command(
+        "history",
+        "the ownership log of a connection, or the log of a worker session",
+        "commands:history",
+    )
+    p.add_argument(
+        "connection_id",
+        metavar="ID",
+        help="a connection id, or a worker session id (worker#n, as `status` shows it)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON (the API's views)")
 
     p = command(

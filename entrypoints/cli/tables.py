@@ -15,9 +15,11 @@ from domain import (
     DesiredState,
     Event,
     LeaseStatus,
+    SessionEvent,
     SessionLookup,
     WorkerSession,
 )
+from domain.codec import session_event_to_dict
 from entrypoints.api.views import event_view
 
 _EVENT_FIELDS = ("type", "connection_id", "version", "at_ms")
@@ -147,6 +149,25 @@ def print_history(console: Console, connection_id: str, events: Sequence[Event])
     for event in events:
         view = event_view(event)
         details = ", ".join(f"{k}={v}" for k, v in view.items() if k not in _EVENT_FIELDS)
+        table.add_row(str(event.version), utc(event.at_ms), view["type"], details)
+    console.print(table)
+
+
+def print_session_history(
+    console: Console, session_id: str, events: Sequence[SessionEvent]
+) -> None:
+    table = Table(title=f"history of worker session {session_id}", show_edge=False, pad_edge=False)
+    table.add_column("version", justify="right")
+    table.add_column("at (UTC)")
+    table.add_column("event")
+    table.add_column("details", overflow="fold")
+    for event in events:
+        view = session_event_to_dict(event)
+        details = ", ".join(
+            f"{k}={v}"
+            for k, v in view.items()
+            if k not in ("type", "session_id", "version", "at_ms")
+        )
         table.add_row(str(event.version), utc(event.at_ms), view["type"], details)
     console.print(table)
 

@@ -20,8 +20,8 @@ from rich.console import Console
 
 from application.errors import ApplicationError, ConfigurationError
 from entrypoints.cli.options import BACKENDS, PREFIX
-from entrypoints.demo.options import DemoOptions
-from entrypoints.demo.processes import Children, DemoError
+from entrypoints.demo.options import DemoError, DemoOptions
+from entrypoints.devstack.process import ProcessError, Processes
 
 if TYPE_CHECKING:
     from entrypoints.demo.judge import Summary
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     process_env = {k: v for k, v in env.items() if not k.startswith(PREFIX)}
     process_env.update(options.worker_environment())
     run_dir = Path(tempfile.mkdtemp(prefix="wsfleet-demo-"))
-    children = Children(run_dir / "logs")
+    children = Processes(run_dir / "logs")
     keep = True
     try:
         summary = asyncio.run(_run(options, process_env, children, console, run_dir))
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     except asyncio.CancelledError:  # SIGTERM or SIGHUP: every process was ended on the way out
         console.print("demo stopped by a signal")
         return EXIT_INTERRUPTED
-    except (DemoError, TimeoutError, ApplicationError, OSError) as exc:
+    except (DemoError, ProcessError, TimeoutError, ApplicationError, OSError) as exc:
         console.print(f"[bold red]demo failed[/]: {exc}")
         return EXIT_FAILED
     finally:
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     print_summary(console, summary, per_connection=not options.quick or options.json)
     if options.json:
         processes = [
-            {"name": c.name, "pid": c.pid, "exit_code": c.process.returncode, "signal": c.signalled}
+            {"name": c.name, "pid": c.pid, "exit_code": c.returncode, "signal": c.signalled}
             for c in children.all
         ]
         json.dump({**summary.to_json(), "processes": processes}, sys.stdout, indent=2)
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 async def _run(
-    options: DemoOptions, env: dict[str, str], children: Children, console: Console, run_dir: Path
+    options: DemoOptions, env: dict[str, str], children: Processes, console: Console, run_dir: Path
 ) -> "Summary":
     from entrypoints.demo.scenario import Scenario  # heavy: every adapter
     from entrypoints.demo.view import LiveReporter, PlainReporter, Reporter

@@ -1,5 +1,5 @@
-"""The verdict: computed from the simulator's records and what the sink stored, not from what
-the workers say about themselves.
+"""The demo's verdict: the dev stack's judge (entrypoints/devstack/judge.py) over the
+simulator's records and what the sink stored, not what the workers say about themselves.
 
 Per connection (its stream ended, so everything emitted is known):
 - lost: seqs the upstream emitted (1..emitted) that the sink does not hold. The workers also
@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from domain import Connection, DesiredState, Event, LeaseAcquired, LeaseTakenOver, StopReason
+from entrypoints.devstack.judge import judge_stream
 
 
 @attrs.frozen
@@ -55,6 +56,7 @@ class ConnectionResult:
     peak_subscribers: int
     connects: int
     resent: int
+    # The two below are the demo's own; everything above is the dev stack judge's fact.
     rewrites: int | None
     ended: bool
 
@@ -129,24 +131,14 @@ def judge_connection(
     stored: Sequence[int],
     rewrites: int | None,
 ) -> ConnectionResult:
-    emitted = int(record["emitted"]) if record else 0
-    unique = set(stored)
-    return ConnectionResult(
-        connection_id=connection_id,
-        emitted=emitted,
-        stored=len(unique),
-        lost=sum(1 for seq in range(1, emitted + 1) if seq not in unique),
-        duplicated=len(stored) - len(unique),
-        beyond_emitted=sum(1 for seq in unique if seq > emitted or seq < 1),
-        checkpoint=conn.checkpoint_seq if conn else 0,
-        peak_subscribers=int(record["peak_subscribers"]) if record else 0,
-        connects=int(record["connects"]) if record else 0,
-        resent=max(0, int(record["sent"]) - emitted) if record else 0,
-        rewrites=rewrites,
-        ended=conn is not None
+    facts = judge_stream(connection_id, record, conn.checkpoint_seq if conn else 0, stored)
+    judged = {f.name: getattr(facts, f.name) for f in attrs.fields(ConnectionResult)[:-2]}
+    ended = (
+        conn is not None
         and conn.desired_state is DesiredState.STOPPED
-        and conn.stop_reason is StopReason.STREAM_ENDED,
+        and conn.stop_reason is StopReason.STREAM_ENDED
     )
+    return ConnectionResult(**judged, rewrites=rewrites, ended=ended)
 
 
 def takeovers(

@@ -10,9 +10,9 @@ import attrs
 
 from application.errors import ApplicationError
 from domain import NO_OWNER, Connection, LeaseStatus, WorkerSession
-from entrypoints.demo import http
 from entrypoints.demo.backends import Probe
-from entrypoints.demo.processes import Child
+from entrypoints.devstack import http
+from entrypoints.devstack.process import Process
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class Snapshot:
     connections: dict[str, Connection]
     sessions: dict[str, WorkerSession]
     streams: dict[str, dict[str, object]]  # the simulator's records by stream id
-    workers: tuple[Child, ...]
+    workers: tuple[Process, ...]
 
     def subscribers(self, connection_id: str) -> int:
         value = self.streams.get(connection_id, {}).get("subscribers", 0)
@@ -59,7 +59,7 @@ class Monitor:
         probe: Probe,
         records_url: str,
         connection_ids: Sequence[str],
-        workers: Callable[[], Sequence[Child]],
+        workers: Callable[[], Sequence[Process]],
         on_snapshot: Callable[[Snapshot], None],
     ) -> None:
         self._probe = probe

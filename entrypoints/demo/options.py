@@ -16,6 +16,10 @@ import attrs
 from entrypoints.cli.options import PREFIX
 
 
+class DemoError(Exception):
+    """The demo could not run as planned (a process failed to start, a phase timed out)."""
+
+
 @attrs.frozen
 class DemoOptions:
     backend: str = "embedded"
@@ -58,6 +62,9 @@ class DemoOptions:
             "HEARTBEAT_INTERVAL_S": self.heartbeat_s,
             "SELF_FENCE_MARGIN_MS": self.fence_margin_ms,
             "DESIRED_STATE_INTERVAL_S": self.desired_state_s,
+            # The view's checkpoint column is the store's: recorded every few seconds here
+            # (hourly by default); a takeover resumes from what the sink stored past it.
+            "CHECKPOINT_INTERVAL_S": 3,
             "RECONCILE_INTERVAL_S": 5,
             "POLL_WAIT_S": 1,
             # One hint per receive: workers polling side by side share a burst of STARTs

@@ -3,30 +3,27 @@ SIGKILL the busiest worker (a replacement starts, as a supervisor would); SIGTER
 busiest (its replacement started first, as in a rolling deploy); end every stream; judge.
 
 Every wait has a deadline (a phase that overruns raises TimeoutError, naming what it waited
-for), and every process is ended by the caller's `Children.close`, whatever happens here.
+for), and every process is ended by the caller's `Processes.close`, whatever happens here.
 """
 
 import asyncio
 import signal
-import time
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
-from entrypoints.demo import backends, http
+from entrypoints.demo import backends
 from entrypoints.demo.judge import Move, Summary, judge_connection, takeovers, violations
 from entrypoints.demo.monitor import Monitor, Snapshot
-from entrypoints.demo.options import DemoOptions
-from entrypoints.demo.processes import Child, Children, DemoError
+from entrypoints.demo.options import DemoError, DemoOptions
 from entrypoints.demo.view import Reporter
+from entrypoints.devstack import http
+from entrypoints.devstack.process import Process, ProcessError, Processes
+from entrypoints.devstack.records import wall_ms as now_ms
 
 READY_S = 30.0  # for a process to print that it listens (imports take a second or two)
 PARALLEL_REQUESTS = 8
 WORKER_READY = r'"worker starting"|worker \S+ running'
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Scenario:
@@ -34,7 +31,7 @@ class Scenario:
         self,
         options: DemoOptions,
         env: dict[str, str],
-        children: Children,
+        children: Processes,
         reporter: Reporter,
         run_dir: Path,
     ) -> None:
@@ -44,7 +41,7 @@ class Scenario:
         self.reporter = reporter
         self.run_dir = run_dir
         self.ids = [f"demo-{i:02d}" for i in range(1, options.connections + 1)]
-        self.workers: list[Child] = []
+        self.workers: list[Process] = []
         self.sim_http = ""
 
     async def run(self) -> Summary:
@@ -59,19 +56,15 @@ class Scenario:
                 ["simulate-upstream", "--port", "0", "--rate", str(opts.rate)],
                 self.env,
             )
-            sim_ws = (await children.wait_for_line(sim, r"listening on (ws://\S+)", READY_S)).group(
-                1
-            )
+            sim_ws = (await sim.wait_for_line(r"listening on (ws://\S+)", READY_S))[1]
             self.sim_http = "http://" + sim_ws.removeprefix("ws://")
             api = await children.spawn("api", ["api", "--port", "0"], self.env)
-            api_url = (
-                await children.wait_for_line(api, r"listening on (http://\S+)", READY_S)
-            ).group(1)
+            api_url = (await api.wait_for_line(r"listening on (http://\S+)", READY_S))[1]
             self.reporter.event(f"simulator {sim_ws}, API {api_url}")
             for _ in range(opts.workers):
                 await self._start_worker()
             for worker in self.workers:  # all polling before the STARTs: they share them
-                await children.wait_for_line(worker, WORKER_READY, READY_S)
+                await worker.wait_for_line(WORKER_READY, READY_S)
             monitor = Monitor(
                 probe,
                 f"{self.sim_http}/records",
@@ -119,7 +112,7 @@ class Scenario:
         self.reporter.event("every stream ended; judging from the simulator's records and the sink")
         return await self._judge(probe, [crash, handoff])
 
-    async def _start_worker(self) -> Child:
+    async def _start_worker(self) -> Process:
         name = f"w{len(self.workers) + 1}"
         child = await self.children.spawn(name, ["worker", "--name", name], self.env)
         self.workers.append(child)
@@ -151,14 +144,14 @@ class Scenario:
             f"SIGKILL {victim.name} (pid {victim.pid}) holding {len(owned)} connections"
         )
         await self._start_worker()  # the supervisor replaces it
-        code = await self.children.wait(victim, 10)
+        code = await victim.exit_code(10)
         return Move("crash", victim.name, signal_at, tuple(owned), code)
 
     async def _handoff(self, monitor: Monitor) -> Move:
         replacement = await self._start_worker()  # a rolling deploy starts the new one first
         try:
-            await self.children.wait_for_line(replacement, WORKER_READY, READY_S)
-        except DemoError as exc:
+            await replacement.wait_for_line(WORKER_READY, READY_S)
+        except ProcessError as exc:
             raise DemoError(f"the replacement worker did not start: {exc}") from exc
         target, owned = await self._busiest(monitor, exclude=(replacement,))
         signal_at = now_ms()
@@ -166,11 +159,13 @@ class Scenario:
         self.reporter.event(
             f"SIGTERM {target.name} (pid {target.pid}) holding {len(owned)} connections"
         )
-        code = await self.children.wait(target, 20)
+        code = await target.exit_code(20)
         self.reporter.event(f"{target.name} exited with code {code}")
         return Move("handoff", target.name, signal_at, tuple(owned), code)
 
-    async def _busiest(self, monitor: Monitor, exclude: Sequence[Child]) -> tuple[Child, list[str]]:
+    async def _busiest(
+        self, monitor: Monitor, exclude: Sequence[Process]
+    ) -> tuple[Process, list[str]]:
         snapshot = await monitor.refresh()
         load = snapshot.load()
         candidates = [
@@ -203,7 +198,7 @@ class Scenario:
             raise DemoError(f"the simulator's records: {status} {body!r}")
         streams = body["streams"]
         final = {c.connection_id: c for c in await probe.store.list_connections(limit=10_000)}
-        rewrites = await probe.rewrites() if probe.rewrites else None
+        rewrites = await probe.rewrites()
         results = [
             judge_connection(
                 cid,
@@ -217,7 +212,7 @@ class Scenario:
         moved = {cid for move in moves for cid in move.connection_ids}
         histories = {cid: await probe.store.history(cid) for cid in moved}
         judged_moves = [(m, takeovers(m, streams, histories)) for m in moves]
-        return Summary(probe.backend, results, judged_moves, violations(results, judged_moves))
+        return Summary(probe.name, results, judged_moves, violations(results, judged_moves))
 
     async def _expect(self, request: Awaitable[tuple[int, Any]], status: int) -> None:
         got, body = await request

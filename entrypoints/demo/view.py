@@ -109,7 +109,7 @@ def _workers(snapshot: Snapshot) -> Table:
             state = Text("running", "green")
         else:
             signalled = f" after {child.signalled}" if child.signalled else ""
-            state = Text(f"exited {child.process.returncode}{signalled}", "red")
+            state = Text(f"exited {child.returncode}{signalled}", "red")
         table.add_row(
             Text(child.name, f"bold {color(child.name)}"),
             state,

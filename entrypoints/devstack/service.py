@@ -20,7 +20,7 @@ import attrs
 
 # Asks for SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG = 1; it survives exec), checks
 # the parent did not die before that, then becomes the real command (same pid).
-_DIE_WITH_PARENT = (
+DIE_WITH_PARENT = (
     "import ctypes, os, signal, sys\n"
     "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
     "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
@@ -77,7 +77,7 @@ class Service:
         log_path = log_dir / f"{name}.log"
         command = list(argv)
         if sys.platform == "linux":
-            command = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *command]
+            command = [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), *command]
         with log_path.open("wb") as log:  # the child keeps its own descriptor
             process = subprocess.Popen(
                 command,

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from application.ports.sink import StoredMessage
+from application.worker.session_keeper import worker_of
 from domain import DesiredState, LeaseStatus, StopRequested
 from tests.chaos.backends import send_hints
 from tests.chaos.harness import (
@@ -227,7 +228,7 @@ async def stale_rows(
     return {
         m.seq: (m.worker_id, m.token, m.data, m.received_at_ms)
         for m in rows
-        if m.worker_id == victim.worker_id and m.token == token
+        if worker_of(m.worker_id) == victim.worker_id and m.token == token
     }
 
 
@@ -334,10 +335,12 @@ async def finish(run: ChaosRun) -> dict[str, int]:
     for cid in run.started():
         conn = await run.backend.router.get(cid)
         run.stats.checks += 1
-        if conn is None or conn.owner not in serving_ids:
+        if conn is None or worker_of(conn.owner) not in serving_ids:
             run.violation(f"{cid} is STARTED but owned by {conn and conn.owner!r}")
-        elif conn.lease_status(now_ms()) is not LeaseStatus.HELD:
-            run.violation(f"{cid} is STARTED but its lease is {conn.lease_status(now_ms())}")
+            continue
+        status = conn.lease_status(now_ms(), await run.backend.router.owner_session(conn))
+        if status is not LeaseStatus.HELD:
+            run.violation(f"{cid} is STARTED but its lease is {status}")
     await asyncio.sleep(HEARTBEAT_S * 2)
     records = await run.records()
     emitted = {cid: records[cid]["emitted"] for cid in run.started()}

@@ -14,17 +14,17 @@ import json
 import random
 import signal
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from application.worker.session_keeper import worker_of
 from domain import DesiredState
-from entrypoints.devstack.service import free_port
+from entrypoints.devstack.records import wall_ms
+from entrypoints.devstack.simulator import SimulatorProcess
+from entrypoints.devstack.workers import WorkerProcess
 from tests.chaos.backends import CONFIG, Backend, timing_env
-from tests.chaos.processes import Child, child_env
 from tests.chaos.sockets import SocketOwners
 
 LEASE_S = CONFIG.lease_ms / 1000
@@ -41,17 +41,13 @@ STOP_BOUND_S = CONFIG.desired_state_interval_s + 0.5 + SLACK_S
 PICKUP_BOUND_S = 0.5 + SLACK_S + 1.0  # START -> subscriber (workers may be busy booting)
 # A frozen worker resumed must close its stale subscribers before its next heartbeat.
 THAW_CLOSE_BOUND_S = HEARTBEAT_S
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+now_ms = wall_ms  # epoch ms, the simulator's and the store's clock
 
 
 @attrs.define
 class WorkerHandle:
     name: str
-    child: Child
-    health_port: int
+    child: WorkerProcess
     control: Path
     worker_id: str = ""
     revision: int = 0
@@ -108,20 +104,15 @@ class ChaosRun:
         self.notes: list[str] = []  # worth a reader's attention, not a broken promise
         self.stats = Stats()
         self.sim_port = 0
-        self._sim: Child | None = None
+        self._sim: SimulatorProcess | None = None
         self.owners: SocketOwners | None = None
         self._count = 0
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def open(self) -> None:
-        self._sim = Child("simulator", self.run_dir)
-        await self._sim.spawn(
-            ["-m", "entrypoints.simulator", "--port", "0", "--rate", str(self.rate)],
-            child_env({}),
-        )
-        line = await self._sim.wait_for_line(r"listening on ws://127\.0\.0\.1:(\d+)", 30)
-        self.sim_port = int(line.group(1))
+        self._sim = await SimulatorProcess(self.run_dir, rate=self.rate).start()
+        self.sim_port = self._sim.port
         self.owners = SocketOwners(self.sim_port)
         self.owners.start()
         await self.backend.open(self.run_dir)
@@ -136,7 +127,7 @@ class ChaosRun:
             self.owners.stop()
         await self.backend.close()
         if self._sim is not None:
-            await self._sim.kill()
+            await self._sim.child.kill()
 
     def mark(self, what: str, detail: str = "") -> int:
         at = now_ms()
@@ -151,22 +142,17 @@ class ChaosRun:
     async def add_worker(self) -> WorkerHandle:
         self._count += 1
         name = f"w{self._count}"
-        port = free_port()
         control = self.run_dir / f"{name}.chaos.json"
-        env = child_env(
-            {
-                **self.backend.environment(),
-                **timing_env(),
-                "WSFLEET_HEALTH_PORT": str(port),
-                "WSFLEET_CHAOS_CONTROL": str(control),
-                "WSFLEET_SERVICE_NAME": "chaos",
-            }
-        )
-        child = Child(name, self.run_dir)
-        await child.spawn(self.backend.worker_command(name), env)
+        env = {
+            **self.backend.environment(),
+            **timing_env(),
+            "WSFLEET_CHAOS_CONTROL": str(control),
+            "WSFLEET_SERVICE_NAME": "chaos",
+        }
+        child = await WorkerProcess(name, self.run_dir, env, self.backend.worker_argv(name)).start()
         assert self.owners is not None
         self.owners.watch(child.pid, name)
-        handle = WorkerHandle(name, child, port, control)
+        handle = WorkerHandle(name, child, control)
         self.workers[name] = handle
         await self._wait_ready(handle)
         self.mark("worker started", f"{name} = {handle.worker_id} (pid {child.pid})")
@@ -176,16 +162,8 @@ class ChaosRun:
         return list(await asyncio.gather(*(self.add_worker() for _ in range(n))))
 
     async def _wait_ready(self, handle: WorkerHandle, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not handle.child.running:
-                break
-            status, body = await http_json(f"http://127.0.0.1:{handle.health_port}/status")
-            if status == 200 and isinstance(body, dict):
-                handle.worker_id = body["worker_id"]
-                return
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"{handle.name} never became ready\n{handle.child.tail()}")
+        status = await handle.child.wait_healthy(timeout_s, path="/status")
+        handle.worker_id = status["worker_id"]
 
     def serving(self) -> list[WorkerHandle]:
         return [w for w in self.workers.values() if w.serving]
@@ -252,11 +230,13 @@ class ChaosRun:
     # -- connections --------------------------------------------------------------------------
 
     def url(self, connection_id: str) -> str:
-        return f"ws://127.0.0.1:{self.sim_port}/stream/{connection_id}"
+        assert self._sim is not None
+        return self._sim.url(connection_id)
 
     async def start(self, connection_id: str) -> bool:
         if connection_id not in self.wanted:
-            await http_json(self._sim_http(f"/streams/{connection_id}"), "POST")
+            assert self._sim is not None
+            await self._sim.create(connection_id)
         began = now_ms()
         outcome = await self.backend.router.start(connection_id, self.url(connection_id))
         self.wanted[connection_id] = DesiredState.STARTED
@@ -282,20 +262,15 @@ class ChaosRun:
         held = {}
         for cid in self.started():
             conn = await self.backend.router.get(cid)
-            if conn is not None and conn.owner == handle.worker_id:
+            if conn is not None and worker_of(conn.owner) == handle.worker_id:
                 held[cid] = conn.token
         return held
 
     # -- observation --------------------------------------------------------------------------
 
-    def _sim_http(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.sim_port}{path}"
-
     async def records(self) -> dict[str, dict[str, Any]]:
-        status, body = await http_json(self._sim_http("/records"))
-        assert status == 200, body
-        streams: dict[str, dict[str, Any]] = body["streams"]
-        return streams
+        assert self._sim is not None
+        return await self._sim.records()
 
     def owner_of(self, connection: dict[str, Any]) -> str | None:
         assert self.owners is not None
@@ -369,22 +344,3 @@ class ChaosRun:
 
 class ChaosAbort(Exception):
     """The run cannot go on (the fleet never recovered): judge what happened so far."""
-
-
-def _http(url: str, method: str) -> tuple[int, Any]:
-    request = urllib.request.Request(url, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            status, body = response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        status, body = exc.code, exc.read()
-    except (urllib.error.URLError, OSError):
-        return 0, None
-    try:
-        return status, json.loads(body)
-    except ValueError:
-        return status, body.decode(errors="replace")
-
-
-async def http_json(url: str, method: str = "GET") -> tuple[int, Any]:
-    return await asyncio.to_thread(_http, url, method)

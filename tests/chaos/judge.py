@@ -20,7 +20,9 @@ from typing import Any
 
 import attrs
 
+from application.worker.session_keeper import worker_of
 from domain import Event, LeaseAcquired, LeaseTakenOver
+from entrypoints.devstack.judge import judge_stream
 from tests.chaos.harness import STOP_BOUND_S, THAW_CLOSE_BOUND_S, ChaosRun, Freeze, now_ms
 
 _CLOCK_TOLERANCE_MS = 300  # worker and simulator stamp the same instant a little apart
@@ -133,18 +135,19 @@ def _history_explains_subscribers(
             if not before:
                 verdict.fail(cid, f"subscriber #{conn['number']} at {at} before any lease")
             continue
-        mine = [g for g in before if names.get(g.owner) == owner]
+        mine = [g for g in before if names.get(worker_of(g.owner)) == owner]
         if not mine:
             verdict.fail(cid, f"subscriber #{conn['number']} of {owner} at {at} without a lease")
             continue
         latest = mine[-1]
         passed_on = [g for g in grants if g.token > latest.token and g.at_ms < at - tolerance]
         if passed_on:
+            taker = names.get(worker_of(passed_on[0].owner), passed_on[0].owner)
             verdict.fail(
                 cid,
                 f"subscriber #{conn['number']} of {owner} opened at {at} under token "
                 f"{latest.token}, after token {passed_on[0].token} went to "
-                f"{names.get(passed_on[0].owner, passed_on[0].owner)} at {passed_on[0].at_ms}",
+                f"{taker} at {passed_on[0].at_ms}",
             )
     if unattributed:
         verdict.notes.append(f"{cid}: {unattributed} subscribers too brief to attribute")
@@ -179,15 +182,15 @@ async def _sink(
     conn = await run.backend.router.get(cid)
     rows = await run.backend.messages(cid)
     checkpoint = conn.checkpoint_seq if conn is not None else 0
-    seqs = [m.seq for m in rows]
+    facts = judge_stream(cid, None, checkpoint, [m.seq for m in rows])
     verdict.checks += 4
-    if len(seqs) != len(set(seqs)):
+    if facts.duplicated:
         verdict.fail(cid, "a seq is stored twice")
-    missing = sorted(set(range(1, checkpoint + 1)) - set(seqs))
-    if missing:
-        verdict.fail(cid, f"gap below the checkpoint {checkpoint}: missing {missing[:20]}")
-    beyond = sorted(s for s in seqs if s > checkpoint)
-    if beyond and beyond != list(range(checkpoint + 1, checkpoint + 1 + len(beyond))):
+    if facts.missing_below_checkpoint:
+        missing = list(facts.missing_below_checkpoint[:20])
+        verdict.fail(cid, f"gap below the checkpoint {checkpoint}: missing {missing}")
+    if not facts.past_checkpoint_contiguous:
+        beyond = list(facts.beyond_checkpoint)
         verdict.fail(cid, f"rows past the checkpoint {checkpoint} are not contiguous: {beyond}")
     wrong = [m.seq for m in rows if m.data != f"{cid}:{m.seq}"]
     if wrong:

@@ -1,7 +1,7 @@
 """Schedules of faults, and one run from deployment to verdict.
 
-`short_schedule`: every fault once, in an order where each starts from a healthy fleet (what
-`make test` runs per backend); `sink_schedule`: every sink fault once (also in `make test`).
+`short_schedule`: every fault once, in an order where each starts from a healthy fleet, the
+sink faults last (what `make test` runs per backend).
 `soak_schedule`: random faults, alone and overlapping, until a deadline (what `make chaos`
 repeats). `execute` opens a deployment, runs a schedule, shuts the
 fleet down gracefully and judges everything; the outcome carries the numbers and, if anything
@@ -52,12 +52,8 @@ async def short_schedule(run: ChaosRun) -> None:
     await faults.outage(run)
     await faults.rolling_restart(run)
     await faults.restart_stopped(run)
-
-
-async def sink_schedule(run: ChaosRun) -> None:
-    """Every sink fault once (a test of its own in the short suite: `-k sink`)."""
-    await run.add_workers(WORKERS)
-    await faults.pickup(run, [f"c{i:02d}" for i in range(CONNECTIONS)])
+    # Last, on the same fleet (a deployment and three workers fewer to start per backend than
+    # a run of their own): the sink faults leave no owner lost, so nothing follows them.
     await faults.sink_faults(run)
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from entrypoints.devstack.service import ROOT
 from tests.chaos import sockets
-from tests.chaos.processes import ROOT
 from tests.chaos.scenarios import SOAK_MENU, Outcome, describe, execute, soak_schedule
 
 pytestmark = [

@@ -14,7 +14,7 @@ import pytest
 
 from entrypoints.cli.main import main
 from entrypoints.devstack.aws import LocalAws
-from tests.e2e.cli_process import CliProcess, run_cli
+from tests.e2e.cli_process import cli_process, run_cli
 from tests.support.deployment import create_deployment_sync
 
 COMMANDS = ("worker", "api", "start", "stop", "status", "history", "simulate-upstream", "demo")
@@ -24,6 +24,8 @@ FAST = {
     "WSFLEET_HEARTBEAT_INTERVAL_S": "0.5",
     "WSFLEET_SELF_FENCE_MARGIN_MS": "600",
     "WSFLEET_DESIRED_STATE_INTERVAL_S": "0.5",
+    # The store's checkpoint is what the API shows: recorded often here, hourly by default.
+    "WSFLEET_CHECKPOINT_INTERVAL_S": "0.5",
     "WSFLEET_POLL_WAIT_S": "1",
     "WSFLEET_SHUTDOWN_BUDGET_S": "3",
     "WSFLEET_HEALTH_PORT": "0",
@@ -158,11 +160,11 @@ async def test_simulator_api_and_worker_run_and_the_operator_commands_see_them(
     WHEN connections are STARTed through the API and through `wsfleet start`
     THEN the worker streams both, `status` and `history` show it, `stop` stops one, and every
     process exits 0 on SIGTERM."""
-    simulator = await CliProcess(
+    simulator = await cli_process(
         "simulator", ["simulate-upstream", "--port", "0", "--rate", "20"], tmp_path, {}
     ).start()
-    api = await CliProcess("api", ["api", "--port", "0"], tmp_path, FAST).start()
-    worker = await CliProcess("worker", ["worker", "--name", "w1"], tmp_path, FAST).start()
+    api = await cli_process("api", ["api", "--port", "0"], tmp_path, FAST).start()
+    worker = await cli_process("worker", ["worker", "--name", "w1"], tmp_path, FAST).start()
     processes = (worker, api, simulator)
     try:
         sim_url = (await simulator.wait_for_line(r"listening on (ws://\S+)")).group(1)
@@ -182,6 +184,11 @@ async def test_simulator_api_and_worker_run_and_the_operator_commands_see_them(
         views = {v["connection_id"]: v for v in json.loads(status.stdout)["connections"]}
         assert {v["owner"].rsplit("-", 1)[0] for v in views.values()} == {"w1"}
         assert all(v["lease_status"] == "HELD" for v in views.values())
+        [session] = json.loads(status.stdout)["sessions"]
+        assert session["status"] == "LIVE"
+        assert session["session_id"] == views["a"]["owner"]
+        sessions = await asyncio.to_thread(run_cli, ["history", session["session_id"]], tmp_path)
+        assert "SessionOpened" in sessions.stdout, sessions.stdout + sessions.stderr
         table = await asyncio.to_thread(run_cli, ["status"], tmp_path)
         assert table.returncode == 0
         assert "w1-" in table.stdout
@@ -202,7 +209,7 @@ async def test_simulator_api_and_worker_run_and_the_operator_commands_see_them(
             assert await process.wait(15) == 0, process.output()
     finally:
         for process in processes:
-            await process.stop()
+            await process.kill()
 
 
 def test_the_aws_backend_switch_works_against_a_local_endpoint(

@@ -17,10 +17,11 @@ from application.router import EventRouter
 from application.worker.session_keeper import worker_of
 from domain import NO_OWNER, DesiredState, LeaseStatus
 from entrypoints.containers import provide, shutdown
+from entrypoints.devstack.process import Process
 from entrypoints.embedded import EmbeddedContainer, messages_path
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
-from tests.e2e.cli_process import CliProcess
+from tests.e2e.cli_process import cli_process
 
 T = TypeVar("T")
 CONNECTIONS = [f"feed-{i}" for i in range(1, 7)]
@@ -46,10 +47,10 @@ class Fleet:
         self.store = store
         self.sim = sim
         self.env = {**FAST, "WSFLEET_DATA_DIR": str(tmp_path / "data")}
-        self.workers: dict[str, CliProcess] = {}
+        self.workers: dict[str, Process] = {}
 
-    async def start_worker(self, name: str) -> CliProcess:
-        process = CliProcess(name, ["worker", "--name", name], self.tmp_path, self.env)
+    async def start_worker(self, name: str) -> Process:
+        process = cli_process(name, ["worker", "--name", name], self.tmp_path, self.env)
         self.workers[name] = await process.start()
         return process
 
@@ -107,7 +108,7 @@ async def fleet(tmp_path: Path) -> AsyncIterator[tuple[Fleet, EventRouter, Sqlit
             yield the_fleet, router, sink
         finally:
             for process in the_fleet.workers.values():
-                await process.stop()
+                await process.kill()
             await shutdown(container)
 
 

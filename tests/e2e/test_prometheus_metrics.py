@@ -15,7 +15,7 @@ from application.ports import metrics as names
 from application.ports.metrics import CATALOGUE, Kind
 from entrypoints.devstack.service import free_port
 from entrypoints.simulator import UpstreamSimulator
-from tests.e2e.cli_process import CliProcess, run_cli
+from tests.e2e.cli_process import cli_process, run_cli
 from tests.support.simulator import simulator
 
 __all__ = ["simulator"]
@@ -99,7 +99,7 @@ async def test_a_streaming_workers_metrics_are_scraped_and_each_one_moves(
     port = free_port()
     control = tmp_path / "chaos.json"
     env = {**ENV, "WSFLEET_CHAOS_CONTROL": str(control)}
-    worker = await CliProcess(
+    worker = await cli_process(
         "worker", ["worker", "--name", "w1", "--health-port", str(port)], tmp_path, env
     ).start()
     try:
@@ -140,4 +140,4 @@ async def test_a_streaming_workers_metrics_are_scraped_and_each_one_moves(
             assert second[series(name)] != first[series(name)], f"{name} did not move"
         assert first[series(names.ACTIVE_CONNECTIONS)] == 2
     finally:
-        await worker.stop()
+        await worker.kill()

@@ -10,7 +10,7 @@ from adapters.sqlite.store import SqliteConnectionStore
 from adapters.system.clock import SystemClock
 from entrypoints.cli.main import main
 from entrypoints.devstack.service import free_port
-from tests.e2e.cli_process import CliProcess
+from tests.e2e.cli_process import cli_process
 
 LEASE_MS = 600_000  # held for the whole test
 
@@ -28,7 +28,7 @@ async def test_watch_refreshes_and_shows_load_leases_and_the_waiting(tmp_path: P
             owner = "alpha-1#1" if i < 20 else "beta-2#1"
             assert await store.try_acquire(f"c{i:02d}", owner, clock.now_ms())
     dead_probe = f"http://127.0.0.1:{free_port()}"
-    watch = await CliProcess(
+    watch = await cli_process(
         "watch",
         [
             "status",
@@ -51,7 +51,7 @@ async def test_watch_refreshes_and_shows_load_leases_and_the_waiting(tmp_path: P
             await store.start("late", "wss://feed.example.com/late", clock.now_ms())
         assert await watch.wait(30) == 0, watch.output()
     finally:
-        await watch.stop()
+        await watch.kill()
     frames = [f for f in watch.output().split("─" * 20) if "wsfleet at" in f]
     frames = [f.strip("─\n ") for f in frames]
     assert len(frames) == 2, watch.output()

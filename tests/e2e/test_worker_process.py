@@ -22,7 +22,7 @@ from entrypoints.devstack.aws import LocalAws
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
 from examples.file_sink import FileSink
-from tests.e2e.worker_process import FAST, ROOT, WorkerProcess, base_env
+from tests.e2e.worker_process import FAST, ROOT, WorkerProcess, base_env, worker_process
 from tests.support.deployment import create_deployment
 
 BUDGET_S = float(FAST["WSFLEET_SHUTDOWN_BUDGET_S"])
@@ -44,7 +44,7 @@ class Deployment:
         return router
 
     def worker(self, name: str, **extra: str) -> WorkerProcess:
-        process = WorkerProcess(name, {**self.env, **extra}, self.log_dir)
+        process = worker_process(name, {**self.env, **extra}, self.log_dir)
         self.workers.append(process)
         return process
 
@@ -74,7 +74,7 @@ async def deployment(aws: LocalAws, tmp_path: Path) -> AsyncIterator[Deployment]
         yield deployment
     finally:
         for worker in deployment.workers:
-            await worker.stop()
+            await worker.kill()
         await shutdown(container)
 
 
@@ -156,7 +156,7 @@ async def test_worker_streams_then_hands_over_on_sigterm_to_another_worker(
     assert seqs == list(range(1, max(seqs) + 1))
     assert max(seqs) >= second["from_seq"]
 
-    lines = a.log_lines()
+    lines = await a.log_lines()
     assert all(line.get("worker_id") == status_a["worker_id"] for line in lines), lines[:3]
     leases = [line for line in lines if line.get("token") and line.get("connection_id") == "m1"]
     assert leases, "lease transitions are logged with the connection id and token"

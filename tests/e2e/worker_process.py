@@ -1,21 +1,15 @@
-"""Worker processes for end-to-end tests: `python -m entrypoints.worker` as a real subprocess,
-its output in files (never an unread pipe that could fill and block it), its health endpoint
-polled over HTTP, signals sent by pid."""
+"""Worker processes for end-to-end tests: the dev stack's (entrypoints/devstack/workers.py),
+`python -m entrypoints.worker` as a real subprocess, with the tests' short timings and the
+tests' asyncio debug mode."""
 
-import asyncio
-import json
 import os
-import signal
-import sys
-import time
-import urllib.error
-import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from entrypoints.devstack.service import free_port
+from entrypoints.devstack.service import ROOT, child_env
+from entrypoints.devstack.workers import WorkerProcess
 
-ROOT = Path(__file__).parents[2]
+__all__ = ["FAST", "ROOT", "WorkerProcess", "base_env", "worker_process"]
 
 # Short timings (the lease stays long enough that a takeover within a couple of seconds can
 # only be the graceful handoff, never an expiry).
@@ -35,82 +29,18 @@ FAST = {
 }
 
 
-def base_env(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WSFLEET_")}
-    env.update(extra)
-    env["PYTHONPATH"] = str(ROOT)
-    return env
+def debug_mode() -> dict[str, str]:
+    """The tests' asyncio debug mode (tests/conftest.py), kept in the processes they start:
+    child_env drops it for the demo and the benchmarks, not here."""
+    flag = os.environ.get("PYTHONASYNCIODEBUG")
+    return {} if flag is None else {"PYTHONASYNCIODEBUG": flag}
 
 
-class WorkerProcess:
-    def __init__(self, name: str, env: dict[str, str], log_dir: Path) -> None:
-        self.name = name
-        self.health_port = free_port()
-        self.env = base_env({**env, "WSFLEET_HEALTH_PORT": str(self.health_port)})
-        self.stdout = log_dir / f"{name}.out"
-        self.stderr = log_dir / f"{name}.err"
-        self.process: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        with self.stdout.open("wb") as out, self.stderr.open("wb") as err:
-            self.process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "entrypoints.worker",
-                env=self.env,
-                cwd=ROOT,
-                stdout=out,
-                stderr=err,
-            )
-
-    async def wait_healthy(self, timeout_s: float = 15.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.returncode is not None:
-                raise AssertionError(f"{self.name} exited early:\n{self.output()}")
-            status, body = await self.get("/healthz")
-            if status == 200:
-                health: dict[str, Any] = body
-                return health
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"{self.name} never became healthy:\n{self.output()}")
-
-    async def get(self, path: str) -> tuple[int, Any]:
-        return await asyncio.to_thread(_get, f"http://127.0.0.1:{self.health_port}{path}")
-
-    def signal(self, sig: signal.Signals = signal.SIGTERM) -> None:
-        assert self.process is not None
-        self.process.send_signal(sig)
-
-    async def wait(self, timeout_s: float) -> int:
-        assert self.process is not None
-        return await asyncio.wait_for(self.process.wait(), timeout_s)
-
-    async def stop(self) -> None:
-        """Teardown: kill whatever is still running."""
-        if self.process is not None and self.process.returncode is None:
-            self.process.kill()
-            await self.process.wait()
-
-    def output(self) -> str:
-        return self.stdout.read_text() + self.stderr.read_text()
-
-    def log_lines(self) -> list[dict[str, Any]]:
-        lines = []
-        for line in self.stdout.read_text().splitlines():
-            try:
-                lines.append(json.loads(line))
-            except ValueError:
-                lines.append({"unparsed": line})
-        return lines
+def base_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a process a test starts: the test's own without WSFLEET_*, plus
+    `extra`."""
+    return child_env({**debug_mode(), **extra})
 
 
-def _get(url: str) -> tuple[int, Any]:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
-    except (urllib.error.URLError, OSError):
-        return 0, None
+def worker_process(name: str, env: Mapping[str, str], log_dir: Path) -> WorkerProcess:
+    return WorkerProcess(name, log_dir, {**debug_mode(), **env})

@@ -31,8 +31,8 @@ from entrypoints.embedded import EmbeddedContainer, messages_path
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
 from entrypoints.simulator.hostile import FAULTS, GOOD_FIRST, TOLERATED
-from tests.e2e.cli_process import CliProcess
-from tests.e2e.worker_process import WorkerProcess
+from tests.e2e.cli_process import cli_process
+from tests.e2e.worker_process import worker_process
 from tests.support.deployment import create_deployment
 from tests.support.dynamodb import read_messages
 
@@ -72,7 +72,7 @@ class Worker(Protocol):
 
     async def wait(self, timeout_s: float) -> int: ...
 
-    async def stop(self) -> None: ...
+    async def kill(self) -> None: ...
 
 
 @attrs.define
@@ -95,7 +95,7 @@ async def embedded(stack: AsyncExitStack, request: pytest.FixtureRequest) -> Bac
     )
 
     async def start_worker(name: str) -> Worker:
-        process = await CliProcess(name, ["worker", "--name", name], tmp, env).start()
+        process = await cli_process(name, ["worker", "--name", name], tmp, env).start()
         await process.wait_for_line(r"worker starting")
         return process
 
@@ -119,7 +119,7 @@ async def aws(stack: AsyncExitStack, request: pytest.FixtureRequest) -> Backend:
         return await read_messages(client, TableNames().messages, cid)
 
     async def start_worker(name: str) -> Worker:
-        process = WorkerProcess(name, env, tmp)
+        process = worker_process(name, env, tmp)
         await process.start()
         await process.wait_healthy(60)  # a loaded 2-core machine starts boto slowly
         return process
@@ -145,7 +145,7 @@ async def setup(
             yield backend, sim, rate
         finally:
             for worker in backend.workers:
-                await worker.stop()
+                await worker.kill()
 
 
 async def test_hostile_upstreams_cost_only_their_own_connections(

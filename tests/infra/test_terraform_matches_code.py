@@ -408,3 +408,58 @@ def test_operability_alarms_watch_the_workers_own_metrics(
     kind = next(s.kind for s in metric_names.CATALOGUE if s.name == metric)
     # Maximum over the service is the worst worker only for a gauge each worker reports.
     assert (kind is metric_names.Kind.GAUGE) == (statistic == "Maximum")
+
+
+# What infra/tests/plan.tftest.hcl asserts on a plan (`make terraform`), checked here on the
+# parsed files too, so that `make test` keeps every one of its facts.
+
+
+@pytest.mark.parametrize("role", ["worker", "router"])
+def test_each_roles_policy_is_the_document_checked_above_attached_to_that_role(
+    tf: Terraform, role: str
+) -> None:
+    attached = tf.resource("aws_iam_role_policy", role)
+    assert attached["role"] == f"${{aws_iam_role.{role}.id}}"
+    assert attached["policy"] == f"${{data.aws_iam_policy_document.{role}.json}}"
+
+
+def test_the_worker_task_and_the_router_run_under_their_own_roles(tf: Terraform) -> None:
+    task = tf.resource("aws_ecs_task_definition", "worker")
+    assert task["task_role_arn"] == "${aws_iam_role.worker.arn}"
+    router = tf.resource("aws_lambda_function", "router")
+    assert router["role"] == "${aws_iam_role.router.arn}"
+
+
+def test_the_scaling_target_is_the_worker_service_between_min_and_max_tasks(tf: Terraform) -> None:
+    target = tf.resource("aws_appautoscaling_target", "worker")
+    assert target["service_namespace"] == "ecs"
+    assert target["resource_id"] == (
+        "service/${aws_ecs_cluster.main.name}/${aws_ecs_service.worker.name}"
+    )
+    assert target["scalable_dimension"] == "ecs:service:DesiredCount"
+    assert (target["min_capacity"], target["max_capacity"]) == (
+        "${var.min_tasks}",
+        "${var.max_tasks}",
+    )
+    policy = tf.resource("aws_appautoscaling_policy", "worker_connections")
+    for field in ("service_namespace", "resource_id", "scalable_dimension"):
+        assert policy[field] == f"${{aws_appautoscaling_target.worker.{field}}}"
+
+
+@pytest.mark.parametrize(
+    "alarm", ["worker_not_storing", "rejected_upstream_messages", "dlq_not_empty"]
+)
+def test_alarms_notify_the_alarm_actions_when_raised_and_cleared(tf: Terraform, alarm: str) -> None:
+    body = tf.resource("aws_cloudwatch_metric_alarm", alarm)
+    assert body["alarm_actions"] == "${var.alarm_actions}"
+    assert body["ok_actions"] == "${var.alarm_actions}"
+
+
+def test_the_dashboards_alarm_widget_shows_the_not_storing_alarm(tf: Terraform) -> None:
+    alarms = [
+        alarm
+        for widget in tf.locals["dashboard_widgets"]
+        if widget["type"] == "alarm"
+        for alarm in widget["properties"]["alarms"]
+    ]
+    assert "${aws_cloudwatch_metric_alarm.worker_not_storing.arn}" in alarms

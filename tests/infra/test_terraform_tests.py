@@ -1,7 +1,8 @@
 """infra/ checked by Terraform itself, offline: `terraform fmt -check`, `terraform validate`,
 and `terraform test` (infra/tests/*.tftest.hcl) against a mocked AWS provider — index keys,
 IAM actions per role, the autoscaling target, alarm and dashboard wiring, all compared with
-infra/tests/code_facts.json, which the code generates (checked current below).
+infra/tests/code_facts.json, which the code generates (checked current below). `terraform
+test` runs in `make terraform` only (tests/infra/conftest.py says why).
 
 The tools: `terraform` >= 1.7 (mock_provider) on PATH or WSFLEET_TERRAFORM, and the
 hashicorp/aws provider in a local plugin directory (WSFLEET_TF_PLUGIN_DIR, else the usual
@@ -119,6 +120,7 @@ def test_terraform_validate(terraform: Terraform) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.terraform_plan
 def test_terraform_test_with_a_mocked_provider(terraform: Terraform) -> None:
     result = terraform.run("test", "-no-color", timeout_s=600)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]

@@ -24,8 +24,8 @@ from adapters.websocket import WebSocketConnector
 from application.config import WorkerConfig
 from application.router import EventRouter
 from application.url_policy import UrlPolicy
-from application.worker.worker import Worker
 from application.worker.session_keeper import worker_of
+from application.worker.worker import Worker
 from domain import DesiredState, LeaseTakenOver
 from entrypoints.devstack.aws import LocalAws
 from entrypoints.simulator import UpstreamSimulator

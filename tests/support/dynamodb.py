@@ -11,9 +11,10 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from adapters.dynamodb import schema
-from adapters.dynamodb.items import message_from_item
-from application.ports.sink import StoredMessage
 from entrypoints.devstack.aws import LocalAws
+from entrypoints.devstack.backends import read_messages
+
+__all__ = ["TABLES", "FaultyClient", "client_error", "dynamodb_client", "raising", "read_messages"]
 
 # Fresh names per test are not needed (every table is dropped between tests), but distinct from
 # the defaults so that nothing passes by relying on them.
@@ -45,25 +46,6 @@ async def dynamodb_client(aws: LocalAws, **config: Any) -> AsyncIterator[Any]:
         "dynamodb", endpoint_url=aws.dynamodb_url, config=Config(**{**settings, **config})
     ) as client:
         yield client
-
-
-async def read_messages(client: Any, table: str, connection_id: str) -> list[StoredMessage]:
-    """Every stored message of a connection in seq order (a consistent Query, all pages)."""
-    found: list[StoredMessage] = []
-    start: dict[str, Any] | None = None
-    while True:
-        response = await client.query(
-            TableName=table,
-            KeyConditionExpression="#pk = :pk",
-            ExpressionAttributeNames={"#pk": schema.PK},
-            ExpressionAttributeValues={":pk": {"S": schema.connection_key(connection_id)}},
-            ConsistentRead=True,
-            **({"ExclusiveStartKey": start} if start else {}),
-        )
-        found.extend(message_from_item(item) for item in response["Items"])
-        start = response.get("LastEvaluatedKey")
-        if not start:
-            return found
 
 
 def client_error(code: str, status: int = 400, **extra: Any) -> ClientError:

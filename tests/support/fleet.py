@@ -1,5 +1,7 @@
 """A fleet of real Workers on the in-memory adapters and one virtual clock, for tests that
-live through crashes, handoffs and outages in milliseconds of real time."""
+live through crashes, handoffs and outages in milliseconds of real time. Built through the
+production wiring (entrypoints/containers.py, InMemoryContainer): each worker gets its own
+fault-injecting wrappers of the fleet's one store and sink, and its own metrics."""
 
 import asyncio
 import random
@@ -22,6 +24,8 @@ from application.router import EventRouter
 from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
 from domain import WorkerSession
+from entrypoints.containers import InMemoryContainer
+from entrypoints.settings import load_settings
 
 # The article's defaults, on virtual time: tests are as slow as production, yet finish fast.
 DEFAULT_CONFIG = WorkerConfig()
@@ -48,12 +52,18 @@ class Fleet:
     def __init__(self, config: WorkerConfig = DEFAULT_CONFIG, rate_per_s: float = 10.0) -> None:
         self.config = config
         self.clock = FakeClock()
-        self.store = InMemoryConnectionStore()
-        self.queue = InMemoryNotificationQueue(self.clock)
-        self.sink = InMemoryMessageSink()
-        self.upstream = FakeUpstream(self.clock, rate_per_s)
-        self.url_policy = UrlPolicy(resolver=NoDns(), allow_private=True)
-        self.router = EventRouter(self.store, self.queue, self.clock, self.url_policy)
+        self.container = InMemoryContainer(
+            settings=load_settings({"WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true"}),
+            clock=self.clock,
+            resolver=NoDns(),
+            upstream_rate_per_s=rate_per_s,
+        )
+        self.store: InMemoryConnectionStore = self.container.store()
+        self.queue: InMemoryNotificationQueue = self.container.queue()
+        self.sink: InMemoryMessageSink = self.container.sink()
+        self.upstream: FakeUpstream = self.container.upstream()
+        self.url_policy: UrlPolicy = self.container.core.url_policy()
+        self.router: EventRouter = self.container.core.router()
         self.members: dict[str, Member] = {}
         self._seed = 0
 
@@ -68,17 +78,16 @@ class Fleet:
         clock = SkewedClock(self.clock, skew_ms) if skew_ms else self.clock
         store = FaultInjectingStore(self.store, clock)
         sink = FaultInjectingSink(self.sink, clock)
-        metrics = InMemoryMetrics()
-        worker = Worker(
+        metrics: InMemoryMetrics = self.container.metrics()
+        worker: Worker = self.container.core.worker(
             worker_id=name,
             config=config or self.config,
             store=store,
             queue=queue or self.queue,
-            upstream=self.upstream,
             sink=sink,
             metrics=metrics,
             clock=clock,
-            url_policy=self.url_policy,
+            url_policy=self.url_policy,  # a test may swap the workers' policy
             rng=random.Random(self._seed),
         )
         task = asyncio.create_task(worker.run(), name=f"worker:{name}")

@@ -32,7 +32,7 @@ async def test_worker_cut_off_from_the_store_self_fences_before_anyone_can_take_
     writes_by_a_after = [
         m
         for m in fleet.sink.messages.values()
-        if m.worker_id == "a" and m.received_at_ms > closed_at_ms
+        if worker_of(m.worker_id) == "a" and m.received_at_ms > closed_at_ms
     ]
     assert writes_by_a_after == []
 

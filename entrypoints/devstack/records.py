@@ -1,6 +1,6 @@
-"""Reading the simulator's records: subscriber intervals per stream, on its wall clock (epoch
-ms). Latencies are differences between a fault's time in the runner and these timestamps: the
-same host, the same clock."""
+"""Reading the upstream simulator's records (entrypoints/simulator): subscriber intervals per
+stream, on its wall clock (epoch ms), and what it sent. Latencies are differences between a
+fault's time in the runner and these timestamps: the same host, the same clock."""
 
 import time
 from collections.abc import Mapping

@@ -1,0 +1,214 @@
+"""One local deployment of wsfleet, for the demo, the benchmarks and the chaos suite: where its
+state lives, the WSFLEET_* variables that point a process (a worker, the API, the CLI) at it,
+and the caller's own view of it, built through the production containers (the EventRouter
+the API and the CLI use for START and STOP, the store, the hint queue) plus the readers a
+judge needs (the stored messages, the sink's rewrite counts).
+
+- embedded: SQLite files in a data directory; its worker is `wsfleet worker`.
+- aws: DynamoDB and SQS where `where` says (the dev stack's local AWS, or an emulator), with
+  tables and a hint queue created by the adapters' own helpers, named for the run when
+  `run` is given (so that runs can share one DynamoDB Local); its worker is
+  `python -m entrypoints.worker` (the ECS task's command)."""
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from adapters.dynamodb import schema
+from adapters.dynamodb.items import message_from_item
+from adapters.dynamodb.message_reader import DynamoDbMessageReader
+from adapters.dynamodb.message_sink import MAX_BATCH as DYNAMODB_MAX_BATCH
+from adapters.dynamodb.tables import create_tables
+from adapters.sqlite.message_sink import DEFAULT_MAX_BATCH as SQLITE_MAX_BATCH
+from adapters.sqs import create_queue
+from application.ports import ConnectionStore, NotificationQueue
+from application.ports.sink import StoredMessage
+from application.router import EventRouter
+from entrypoints.containers import AwsContainer, provide, shutdown
+from entrypoints.devstack.aws import LocalAws
+from entrypoints.devstack.service import CREDENTIALS
+from entrypoints.devstack.workers import AWS_WORKER, embedded_worker
+from entrypoints.embedded import EmbeddedContainer
+from entrypoints.settings import PREFIX, load_settings
+
+Rewrites = Callable[[], Awaitable[dict[str, int]]]
+
+
+@attrs.define(eq=False)
+class LocalDeployment:
+    name: str  # "embedded" or "aws"
+    engine: str  # what serves the store: "SQLite", "DynamoDB Local 3.3.0", moto
+    where: str  # where the state lives, for a summary
+    env: dict[str, str]  # WSFLEET_* that point a process here
+    container: Any
+    router: EventRouter
+    store: ConnectionStore
+    queue: NotificationQueue
+    sink_max_batch: int  # the most messages one sink write carries
+    _read: Callable[[str], Awaitable[list[StoredMessage]]]
+    _seqs: Callable[[str], Awaitable[list[int]]]
+    _rewrites: Rewrites | None
+    aws: LocalAws | None = None
+    dynamodb: Any = None  # the container's client (aws)
+    tables: schema.TableNames | None = None  # (aws)
+    queue_url: str = ""  # (aws)
+    data_dir: Path | None = None  # (embedded)
+
+    def worker_argv(self, name: str | None = None) -> list[str]:
+        return embedded_worker(name) if self.name == "embedded" else list(AWS_WORKER)
+
+    async def messages(self, connection_id: str) -> list[StoredMessage]:
+        """Every stored message of a connection, in seq order."""
+        return await self._read(connection_id)
+
+    async def seqs(self, connection_id: str) -> list[int]:
+        """Every stored row's seq, in order (a duplicate row would appear twice)."""
+        return await self._seqs(connection_id)
+
+    async def rewrites(self) -> dict[str, int] | None:
+        """Per connection, writes that hit an already-stored seq, where the sink counts them
+        (SQLite); None where it cannot (a DynamoDB put overwrites silently)."""
+        return None if self._rewrites is None else await self._rewrites()
+
+
+@asynccontextmanager
+async def open_embedded(
+    data_dir: Path, settings: Mapping[str, str] | None = None
+) -> AsyncIterator[LocalDeployment]:
+    """`settings`: more WSFLEET_* variables for the caller's own view (its URL policy)."""
+    await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
+    env = {PREFIX + "BACKEND": "embedded", PREFIX + "DATA_DIR": str(data_dir)}
+    container = EmbeddedContainer(settings=load_settings({**(settings or {}), **env}))
+    try:
+        sink = await provide(container.sink)
+        yield LocalDeployment(
+            name="embedded",
+            engine="SQLite",
+            where=f"SQLite in {data_dir}",
+            env=env,
+            container=container,
+            router=await provide(container.core.router),
+            store=await provide(container.store),
+            queue=await provide(container.queue),
+            sink_max_batch=SQLITE_MAX_BATCH,
+            read=sink.read,
+            seqs=sink.seqs,
+            rewrites=sink.rewrites,
+            data_dir=data_dir,
+        )
+    finally:
+        await shutdown(container)
+
+
+@asynccontextmanager
+async def open_aws(
+    where: Mapping[str, str],
+    *,
+    aws: LocalAws | None = None,
+    run: str | None = None,
+    shards: int = schema.DEFAULT_ORPHAN_SHARDS,
+    hint_visibility_s: int = 30,
+    with_dlq: bool = True,
+    settings: Mapping[str, str] | None = None,
+    drop_tables: bool = False,
+) -> AsyncIterator[LocalDeployment]:
+    """`where`: the WSFLEET_* variables that reach the services (`LocalAws.env()`, or an
+    emulator's endpoint); `run`: names the tables `<run>-connections` ... and the queue
+    `<run>-hints` (the defaults without it); `drop_tables`: delete them at the end (runs that
+    share one engine). Fake credentials for this process unless some are configured."""
+    for variable, value in CREDENTIALS.items():
+        os.environ.setdefault(variable, value)  # this process's clients read them
+    tables = (
+        schema.TableNames(
+            connections=f"{run}-connections",
+            events=f"{run}-events",
+            messages=f"{run}-messages",
+            sessions=f"{run}-sessions",
+        )
+        if run
+        else schema.TableNames()
+    )
+    env = {
+        **where,
+        PREFIX + "BACKEND": "aws",
+        PREFIX + "CONNECTIONS_TABLE": tables.connections,
+        PREFIX + "EVENTS_TABLE": tables.events,
+        PREFIX + "MESSAGES_TABLE": tables.messages,
+        PREFIX + "SESSIONS_TABLE": tables.sessions,
+        PREFIX + "ORPHAN_SHARDS": str(shards),
+        PREFIX + "HINT_VISIBILITY_TIMEOUT_S": str(hint_visibility_s),
+    }
+    # The tables and the queue first (the queue's URL is a setting of the container below).
+    setup = AwsContainer(settings=load_settings({**(settings or {}), **env}, aws=False))
+    try:
+        await create_tables(await provide(setup.dynamodb), tables, shards)
+        env[PREFIX + "QUEUE_URL"] = await create_queue(
+            await provide(setup.sqs),
+            f"{run or 'wsfleet'}-hints",
+            hint_visibility_s,
+            with_dlq=with_dlq,
+        )
+    finally:
+        await shutdown(setup)
+    container = AwsContainer(settings=load_settings({**(settings or {}), **env}, aws=False))
+    endpoint = where.get(PREFIX + "AWS_ENDPOINT_URL", "AWS")
+    try:
+        dynamodb = await provide(container.dynamodb)
+        reader = DynamoDbMessageReader(dynamodb, tables.messages)
+
+        async def read(connection_id: str) -> list[StoredMessage]:
+            return await read_messages(dynamodb, tables.messages, connection_id)
+
+        yield LocalDeployment(
+            name="aws",
+            engine=aws.engine if aws else "an AWS emulator",
+            where=aws.describe() if aws else f"DynamoDB and SQS at {endpoint}",
+            env=env,
+            container=container,
+            router=await provide(container.core.router),
+            store=await provide(container.store),
+            queue=await provide(container.queue),
+            sink_max_batch=DYNAMODB_MAX_BATCH,
+            read=read,
+            seqs=reader.seqs,
+            rewrites=None,
+            aws=aws,
+            dynamodb=dynamodb,
+            tables=tables,
+            queue_url=env[PREFIX + "QUEUE_URL"],
+        )
+    finally:
+        if drop_tables:
+            await _drop(await provide(container.dynamodb), tables)
+        await shutdown(container)
+
+
+async def read_messages(client: Any, table: str, connection_id: str) -> list[StoredMessage]:
+    """Every stored message of a connection in seq order (a consistent Query, all pages)."""
+    found: list[StoredMessage] = []
+    start: dict[str, Any] | None = None
+    while True:
+        response = await client.query(
+            TableName=table,
+            KeyConditionExpression="#pk = :pk",
+            ExpressionAttributeNames={"#pk": schema.PK},
+            ExpressionAttributeValues={":pk": {"S": schema.connection_key(connection_id)}},
+            ConsistentRead=True,
+            **({"ExclusiveStartKey": start} if start else {}),
+        )
+        found.extend(message_from_item(item) for item in response["Items"])
+        start = response.get("LastEvaluatedKey")
+        if not start:
+            return found
+
+
+async def _drop(dynamodb: Any, tables: schema.TableNames) -> None:
+    for table in attrs.astuple(tables):
+        with contextlib.suppress(Exception):
+            await dynamodb.delete_table(TableName=table)
