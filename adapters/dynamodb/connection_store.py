@@ -38,12 +38,13 @@ write moves the item's key in that index.
 
 (Measured by bench/store_cost.py with bench/units.py's rules; 16 orphan shards.)
 
-Per worker-hour at the defaults (heartbeat 5 s, STOP check 10 s, reconciliation 60 s): 720
-WRU for the heartbeat (3,600 / interval in seconds, whatever the worker holds) + 180 RRU of STOP
-checks + 1,080 RRU of reconciliation = 720 WRU + 1,260 RRU, measured the same with 10, 100 and
-10,000 connections held. Per connection-hour in steady state: no write with a sink that knows
-its resume point; with checkpoint writes, 1 WRU per checkpoint. Ownership changes cost as above,
-once each. docs/deploy.md has the tables.
+Per worker-hour at the defaults (lease 4 s, heartbeat 1 s, STOP check 2 s): 3,600 WRU for the
+heartbeat (3,600 / interval in seconds, whatever the worker holds) + 900 RRU of STOP checks + 19
+RRU per reconciliation pass (sessions Scans and orphan-shard Queries; the worker's loop runs one
+about every lease: 17,100 RRU), measured the same with 10, 100 and 10,000 connections held.
+Per connection-hour in steady state: no write with a sink that knows its resume point; with
+checkpoint writes, 1 WRU per checkpoint. Ownership changes cost as above, once each.
+docs/deploy.md has the tables.
 
 Consistency: the GSIs are eventually consistent (they lag by up to about a second on the
 service; DynamoDB Local and moto update them synchronously). An orphan may be listed after

@@ -14,105 +14,25 @@ import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from adapters.sqlite import store_sql as sql
+from adapters.sqlite import store_steps as steps
 from adapters.sqlite.db import SqliteDatabase
 from adapters.sqlite.rows import (
     CONNECTION_COLUMNS,
     SESSION_COLUMNS,
     connection_from_row,
-    connection_to_row,
     event_from_row,
-    event_to_row,
     session_event_from_row,
-    session_event_to_row,
     session_from_row,
-    session_to_row,
 )
 from adapters.sqlite.schema import CONNECTIONS, EVENTS, SESSION_EVENTS, SESSIONS, STORE_SCHEMA
 from application.errors import ConfigurationError, StoreUnavailable
 from application.ports.store import CommandResult, ConnectionStore, SessionResult
-from domain import (
-    NO_OWNER,
-    SESSION_LOG_EVENTS,
-    Acquire,
-    Command,
-    Connection,
-    Event,
-    OpenSession,
-    SessionCommand,
-    SessionEvent,
-    WorkerSession,
-    decide,
-    decide_session,
-    fold,
-    fold_session,
-    is_ownership_event,
-)
+from domain import Command, Connection, Event, SessionCommand, SessionEvent, WorkerSession
 
 T = TypeVar("T")
-
-
-def _insert(table: str, columns: Sequence[str]) -> str:
-    return (
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(':' + c for c in columns)})"
-    )
-
-
-def _update(table: str, columns: Sequence[str]) -> str:
-    # The version condition always holds under the write lock; it is checked anyway so that a
-    # broken locking assumption fails loudly instead of silently granting a lease twice.
-    key, *rest = columns
-    return (
-        f"UPDATE {table} SET {', '.join(f'{c} = :{c}' for c in rest)} "
-        f"WHERE {key} = :{key} AND version = :expected_version"
-    )
-
-
-_SELECT = f"SELECT * FROM {CONNECTIONS} WHERE connection_id = ?"
-_INSERT = _insert(CONNECTIONS, CONNECTION_COLUMNS)
-_UPDATE = _update(CONNECTIONS, CONNECTION_COLUMNS)
-_APPEND = _insert(EVENTS, ("connection_id", "version", "event_type", "at_ms", "body"))
-_SELECT_SESSION = f"SELECT * FROM {SESSIONS} WHERE session_id = ?"
-_INSERT_SESSION = _insert(SESSIONS, SESSION_COLUMNS)
-_UPDATE_SESSION = _update(SESSIONS, SESSION_COLUMNS)
-_APPEND_SESSION = _insert(SESSION_EVENTS, ("session_id", "version", "event_type", "at_ms", "body"))
-
-# Unowned orphans: keyset pagination on the partial index connections_unowned.
-_UNOWNED_PAGE = (
-    f"SELECT * FROM {CONNECTIONS} WHERE desired_state = 'STARTED' AND owner = '' "
-    "AND not_before_ms < ? AND (not_before_ms, connection_id) > (?, ?) "
-    "ORDER BY not_before_ms, connection_id LIMIT ?"
-)
-# Every distinct owner, by a loose index scan of connections_by_owner (one seek per owner, not
-# one row per connection), then the dead ones: no session row (never written, or cleaned up),
-# ended, or expired at `now` — the same rule as WorkerSession.is_live, in SQL.
-_DEAD_OWNERS = f"""
-WITH RECURSIVE owners(owner) AS (
-    SELECT MIN(owner) FROM {CONNECTIONS} WHERE owner != ''
-    UNION ALL
-    SELECT (SELECT MIN(owner) FROM {CONNECTIONS} WHERE owner != '' AND owner > owners.owner)
-    FROM owners WHERE owners.owner IS NOT NULL
-)
-SELECT owners.owner FROM owners LEFT JOIN {SESSIONS} AS s ON s.session_id = owners.owner
-WHERE owners.owner IS NOT NULL
-  AND (s.session_id IS NULL OR s.ended_reason IS NOT NULL OR s.expires_at_ms < :now)
-"""
-# A dead owner's orphans: keyset pagination on connections_by_owner.
-_OWNED_PAGE = (
-    f"SELECT * FROM {CONNECTIONS} WHERE owner != '' AND owner = ? AND connection_id > ? "
-    "AND desired_state = 'STARTED' AND not_before_ms < ? ORDER BY connection_id LIMIT ?"
-)
-_NEXT_BACKOFF_END = (
-    f"SELECT MIN(not_before_ms) FROM {CONNECTIONS} "
-    "WHERE desired_state = 'STARTED' AND owner = '' AND not_before_ms >= ?"
-)
-_OPENED = f"SELECT body FROM {SESSION_EVENTS} WHERE session_id = ? AND version = 1"
-_STOPS = (
-    f"SELECT connection_id FROM {CONNECTIONS} "
-    "WHERE desired_state = 'STOPPED' AND owner != '' AND owner = ? ORDER BY connection_id"
-)
-_OWNS_ANY = f"SELECT 1 FROM {CONNECTIONS} WHERE owner != '' AND owner = ? LIMIT 1"
 
 
 class SqliteConnectionStore(ConnectionStore):
@@ -173,23 +93,23 @@ class SqliteConnectionStore(ConnectionStore):
 
     async def execute(self, command: Command, now_ms: int) -> CommandResult:
         self._count(type(command).__name__)
-        return await self._db.write(lambda c: _execute(c, command, now_ms))
+        return await self._db.write(lambda c: steps.execute(c, command, now_ms))
 
     async def execute_session(self, command: SessionCommand, now_ms: int) -> SessionResult:
         self._count(type(command).__name__)
-        return await self._db.write(lambda c: _execute_session(c, command, now_ms))
+        return await self._db.write(lambda c: steps.execute_session(c, command, now_ms))
 
     # -- queries -------------------------------------------------------------------------------
 
     async def get(self, connection_id: str) -> Connection | None:
-        return await self._read("get", lambda c: _select(c, connection_id))
+        return await self._read("get", lambda c: steps.select(c, connection_id))
 
     async def get_session(self, session_id: str) -> WorkerSession | None:
-        return await self._read("get_session", lambda c: _select_session(c, session_id))
+        return await self._read("get_session", lambda c: steps.select_session(c, session_id))
 
     async def list_sessions(self) -> Sequence[WorkerSession]:
-        sql = f"SELECT * FROM {SESSIONS} ORDER BY session_id"
-        rows = await self._read("list_sessions", lambda c: c.execute(sql).fetchall())
+        query = f"SELECT * FROM {SESSIONS} ORDER BY session_id"
+        rows = await self._read("list_sessions", lambda c: c.execute(query).fetchall())
         return [session_from_row(r) for r in rows]
 
     async def iter_orphans(
@@ -202,19 +122,19 @@ class SqliteConnectionStore(ConnectionStore):
         after: tuple[int, str] = (-1, "")
         while True:
             rows = await self._read(
-                "iter_orphans", _rows(_UNOWNED_PAGE, (now_ms, *after, page_size))
+                "iter_orphans", steps.rows(sql.UNOWNED_PAGE, (now_ms, *after, page_size))
             )
             if rows:
                 yield [connection_from_row(r) for r in rows]
             if len(rows) < page_size:
                 break
             after = (rows[-1]["not_before_ms"], rows[-1]["connection_id"])
-        dead = await self._read("iter_orphans", _rows(_DEAD_OWNERS, {"now": now_ms}))
+        dead = await self._read("iter_orphans", steps.rows(sql.DEAD_OWNERS, {"now": now_ms}))
         for (owner,) in dead:
             last = ""
             while True:
                 rows = await self._read(
-                    "iter_orphans", _rows(_OWNED_PAGE, (owner, last, now_ms, page_size))
+                    "iter_orphans", steps.rows(sql.OWNED_PAGE, (owner, last, now_ms, page_size))
                 )
                 if rows:
                     yield [connection_from_row(r) for r in rows]
@@ -224,38 +144,38 @@ class SqliteConnectionStore(ConnectionStore):
 
     async def next_available_at(self, now_ms: int) -> int | None:
         def query(c: sqlite3.Connection) -> int | None:
-            found = c.execute(_NEXT_BACKOFF_END, (now_ms,)).fetchone()[0]
+            found = c.execute(sql.NEXT_BACKOFF_END, (now_ms,)).fetchone()[0]
             return None if found is None else int(found)
 
         return await self._read("next_available_at", query)
 
     async def stop_requested(self, session_id: str) -> Sequence[str]:
         rows = await self._read(
-            "stop_requested", lambda c: c.execute(_STOPS, (session_id,)).fetchall()
+            "stop_requested", lambda c: c.execute(sql.STOPS, (session_id,)).fetchall()
         )
         return [r[0] for r in rows]
 
     async def forget_session(self, session_id: str, now_ms: int) -> bool:
         self._count("forget_session")
-        return await self._db.write(lambda c: _forget_session(c, session_id, now_ms))
+        return await self._db.write(lambda c: steps.forget_session(c, session_id, now_ms))
 
     async def history(self, connection_id: str) -> Sequence[Event]:
-        sql = f"SELECT body FROM {EVENTS} WHERE connection_id = ? ORDER BY version"
-        rows = await self._read("history", lambda c: c.execute(sql, (connection_id,)).fetchall())
+        query = f"SELECT body FROM {EVENTS} WHERE connection_id = ? ORDER BY version"
+        rows = await self._read("history", lambda c: c.execute(query, (connection_id,)).fetchall())
         return [event_from_row(r) for r in rows]
 
     async def session_history(self, session_id: str) -> Sequence[SessionEvent]:
-        sql = f"SELECT body FROM {SESSION_EVENTS} WHERE session_id = ? ORDER BY version"
+        query = f"SELECT body FROM {SESSION_EVENTS} WHERE session_id = ? ORDER BY version"
         rows = await self._read(
-            "session_history", lambda c: c.execute(sql, (session_id,)).fetchall()
+            "session_history", lambda c: c.execute(query, (session_id,)).fetchall()
         )
         return [session_event_from_row(r) for r in rows]
 
     async def list_connections(self, limit: int = 1000) -> Sequence[Connection]:
-        sql = f"SELECT * FROM {CONNECTIONS} ORDER BY connection_id LIMIT ?"
+        query = f"SELECT * FROM {CONNECTIONS} ORDER BY connection_id LIMIT ?"
         # max(): a negative LIMIT means "no limit" to SQLite.
         rows = await self._read(
-            "list_connections", lambda c: c.execute(sql, (max(limit, 0),)).fetchall()
+            "list_connections", lambda c: c.execute(query, (max(limit, 0),)).fetchall()
         )
         return [connection_from_row(r) for r in rows]
 
@@ -265,92 +185,6 @@ class SqliteConnectionStore(ConnectionStore):
 
     def _count(self, op: str) -> None:
         self.operations[op] = self.operations.get(op, 0) + 1
-
-
-# These run on the database thread, inside the caller's transaction (a write: under the lock).
-
-
-def _rows(
-    sql: str, params: Sequence[object] | dict[str, object]
-) -> Callable[[sqlite3.Connection], list[sqlite3.Row]]:
-    return lambda c: c.execute(sql, params).fetchall()
-
-
-def _select(c: sqlite3.Connection, connection_id: str) -> Connection | None:
-    row = c.execute(_SELECT, (connection_id,)).fetchone()
-    return None if row is None else connection_from_row(row)
-
-
-def _select_session(c: sqlite3.Connection, session_id: str) -> WorkerSession | None:
-    row = c.execute(_SELECT_SESSION, (session_id,)).fetchone()
-    return None if row is None else session_from_row(row)
-
-
-def _sessions_for(
-    c: sqlite3.Connection, state: Connection | None, command: Command
-) -> dict[str, WorkerSession]:
-    """The sessions `decide` consults: for an Acquire, the acquirer's and the owner's (a
-    missing row stays missing: the domain reads it as dead); no other command reads any."""
-    if not isinstance(command, Acquire):
-        return {}
-    ids = {command.session_id}
-    if state is not None and state.owner != NO_OWNER:
-        ids.add(state.owner)
-    found = ((sid, _select_session(c, sid)) for sid in ids)
-    return {sid: session for sid, session in found if session is not None}
-
-
-def _execute(c: sqlite3.Connection, command: Command, now_ms: int) -> CommandResult:
-    """Raises the domain's error (the write then rolls back, having written nothing)."""
-    state = _select(c, command.connection_id)
-    events = decide(state, command, now_ms, _sessions_for(c, state, command))
-    if not events:
-        assert state is not None  # decide returns no events only for an existing connection
-        return CommandResult(state, False)
-    new_state = fold(events, state)
-    assert new_state is not None
-    row: dict[str, Any] = connection_to_row(new_state)
-    if state is None:
-        c.execute(_INSERT, row)
-    elif c.execute(_UPDATE, {**row, "expected_version": state.version}).rowcount != 1:
-        raise RuntimeError(f"connection {state.connection_id!r} changed under the write lock")
-    c.executemany(_APPEND, [event_to_row(e) for e in events if is_ownership_event(e)])
-    return CommandResult(new_state, True)
-
-
-def _execute_session(c: sqlite3.Connection, command: SessionCommand, now_ms: int) -> SessionResult:
-    state = _select_session(c, command.session_id)
-    if state is None and isinstance(command, OpenSession):
-        # A forgotten session's row is gone but its log is not: an id is never opened twice
-        # (the port's promise), so the domain judges the open against its SessionOpened.
-        opened = c.execute(_OPENED, (command.session_id,)).fetchall()
-        state = fold_session(session_event_from_row(r) for r in opened)
-    events = decide_session(state, command, now_ms)
-    if not events:
-        assert state is not None  # an EndSession of an ended session; unknown ones raise
-        return SessionResult(state, False)
-    new_state = fold_session(events, state)
-    assert new_state is not None
-    row = session_to_row(new_state)
-    if state is None:
-        c.execute(_INSERT_SESSION, row)
-    elif c.execute(_UPDATE_SESSION, {**row, "expected_version": state.version}).rowcount != 1:
-        raise RuntimeError(f"session {state.session_id!r} changed under the write lock")
-    logged = [session_event_to_row(e) for e in events if isinstance(e, SESSION_LOG_EVENTS)]
-    c.executemany(_APPEND_SESSION, logged)
-    return SessionResult(new_state, True)
-
-
-def _forget_session(c: sqlite3.Connection, session_id: str, now_ms: int) -> bool:
-    """Under the write lock, so no acquire can make the session an owner in between (and a
-    dead session never acquires anything anyway)."""
-    session = _select_session(c, session_id)
-    if session is None or session.is_live(now_ms):
-        return False
-    if c.execute(_OWNS_ANY, (session_id,)).fetchone() is not None:
-        return False
-    c.execute(f"DELETE FROM {SESSIONS} WHERE session_id = ?", (session_id,))
-    return True
 
 
 async def _check_tables(db: SqliteDatabase) -> None:

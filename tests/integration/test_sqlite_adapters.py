@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from adapters.memory.clock import FakeClock
-from adapters.sqlite import store as sqlite_store
+from adapters.sqlite import store_sql
 from adapters.sqlite.queue import SqliteNotificationQueue
 from adapters.sqlite.store import SqliteConnectionStore
 from adapters.system.clock import SystemClock
@@ -138,12 +138,12 @@ async def test_every_store_query_is_served_by_its_index(tmp_path: Path) -> None:
     async with SqliteConnectionStore.open(path):
         pass
     queries: dict[str, tuple[tuple[object, ...] | dict[str, object], str]] = {
-        sqlite_store._UNOWNED_PAGE: ((NOW, 0, "", 10), "connections_unowned"),
-        sqlite_store._DEAD_OWNERS: ({"now": NOW}, "connections_by_owner"),
-        sqlite_store._OWNED_PAGE: (("s", "", NOW, 10), "connections_by_owner"),
-        sqlite_store._NEXT_BACKOFF_END: ((NOW,), "connections_unowned"),
-        sqlite_store._STOPS: (("s",), "connections_stops"),
-        sqlite_store._OWNS_ANY: (("s",), "connections_by_owner"),
+        store_sql.UNOWNED_PAGE: ((NOW, 0, "", 10), "connections_unowned"),
+        store_sql.DEAD_OWNERS: ({"now": NOW}, "connections_by_owner"),
+        store_sql.OWNED_PAGE: (("s", "", NOW, 10), "connections_by_owner"),
+        store_sql.NEXT_BACKOFF_END: ((NOW,), "connections_unowned"),
+        store_sql.STOPS: (("s",), "connections_stops"),
+        store_sql.OWNS_ANY: (("s",), "connections_by_owner"),
     }
     with sqlite3.connect(path) as raw:
         for sql, (params, index) in queries.items():
