@@ -143,21 +143,26 @@ async def steady_worker_hour(
     """One worker-hour of the periodic store calls at the default intervals, the worker's
     session owning `connections` (nothing dies, nothing is stopped: steady state).
 
-    `cadence` of the reconciliation pass (iter_orphans, list_sessions for the forget step,
-    next_available_at): "interval" = every `reconcile_interval_s`; "worker" = the rule of
-    application/worker/loops.py's `reconcile` — again after min(interval, lease, until
-    `next_available_at` + 1 ms), plus the mean jitter; with live sessions, the next session
-    expiry is always less than a lease away, so the pass runs about every lease - heartbeat."""
+    `cadence` of reconciliation: "interval" = a full pass (iter_orphans, next_available_at)
+    every `reconcile_interval_s` and nothing else; "worker" = the rule of
+    application/worker/loops.py's `reconcile`: the same full pass every interval, plus a watch
+    of the sessions (list_sessions) at least once a lease, plus the mean jitter (alone in the
+    fleet, no other session's expiry comes sooner; nothing dies, so no extra full pass)."""
     config = WorkerConfig()
     session = f"steady-{cadence}-{connections}"
     await store.open_session(session, config.lease_ms, connections, T0)
     await _own(client, session, connections)
+    jitter_ms = int(config.reconcile_jitter_s * 1000 / 2)
     interval_ms = {
         "renew_session": int(config.heartbeat_interval_s * 1000),
         "stop_requested": int(config.desired_state_interval_s * 1000),
+        "full_scan": int(config.reconcile_interval_s * 1000),
+        "watch": config.lease_ms + jitter_ms,
     }
     due = {"renew_session": T0 + interval_ms["renew_session"], "stop_requested": T0 + 1}
-    due["reconcile"] = T0 + 1
+    due["full_scan"] = T0 + 1
+    if cadence == "worker":
+        due["watch"] = T0 + 1 + interval_ms["watch"]
     meter.clear()
     calls: Counter[str] = Counter()
     end = T0 + 3_600_000
@@ -171,18 +176,13 @@ async def steady_worker_hour(
             assert renewed is not None, "the session expired during the steady-state hour"
         elif activity == "stop_requested":
             assert await store.stop_requested(session) == []
-        else:
-            await _orphans(store, now)
+        elif activity == "watch":
             await store.list_sessions()
-            next_at = await store.next_available_at(now)
-            delay_s = config.reconcile_interval_s
+        else:
             if cadence == "worker":
-                delay_s = min(delay_s, config.lease_ms / 1000)
-                if next_at is not None:
-                    delay_s = min(delay_s, (next_at - now + 1) / 1000)
-                delay_s = max(delay_s, 0.01) + config.reconcile_jitter_s / 2
-            due[activity] = now + int(delay_s * 1000)
-            continue
+                await store.list_sessions()  # the watch's read that precedes a full pass
+            await _orphans(store, now)
+            await store.next_available_at(now)
         due[activity] = now + interval_ms[activity]
     return {
         "connections": connections,
