@@ -1,6 +1,7 @@
 """Events and states to plain dicts and back, for stores and APIs (still no I/O here)."""
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import attrs
 
@@ -38,35 +39,36 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 
+_E = TypeVar("_E", Event, SessionEvent)
+
 SESSION_EVENT_TYPES: dict[str, type[SessionEvent]] = {
     cls.__name__: cls for cls in (SessionOpened, SessionRenewed, SessionEnded)
 }
 
 
-def event_to_dict(event: Event) -> dict[str, Any]:
-    """`{"type": "LeaseAcquired", "connection_id": ..., "version": ..., "at_ms": ..., ...}`."""
+def event_to_dict(event: Event | SessionEvent) -> dict[str, Any]:
+    """`{"type": "LeaseAcquired", "connection_id": ..., "version": ..., "at_ms": ..., ...}`
+    (a session event names its `session_id` instead)."""
     return {"type": type(event).__name__, **attrs.asdict(event)}
 
 
 def event_from_dict(data: dict[str, Any]) -> Event:
-    fields = dict(data)
-    name = fields.pop("type", None)
-    cls = EVENT_TYPES.get(str(name))
-    if cls is None:
-        raise InvalidTransition(f"unknown event type {name!r}")
-    names = {a.name for a in attrs.fields(cls)}
-    return cls(**{k: v for k, v in fields.items() if k in names})
+    return _from_dict(data, EVENT_TYPES, "event")
 
 
 def session_event_to_dict(event: SessionEvent) -> dict[str, Any]:
-    return {"type": type(event).__name__, **attrs.asdict(event)}
+    return event_to_dict(event)
 
 
 def session_event_from_dict(data: dict[str, Any]) -> SessionEvent:
+    return _from_dict(data, SESSION_EVENT_TYPES, "session event")
+
+
+def _from_dict(data: dict[str, Any], types: Mapping[str, type[_E]], kind: str) -> _E:
     fields = dict(data)
     name = fields.pop("type", None)
-    cls = SESSION_EVENT_TYPES.get(str(name))
+    cls = types.get(str(name))
     if cls is None:
-        raise InvalidTransition(f"unknown session event type {name!r}")
+        raise InvalidTransition(f"unknown {kind} type {name!r}")
     names = {a.name for a in attrs.fields(cls)}
     return cls(**{k: v for k, v in fields.items() if k in names})

@@ -4,6 +4,7 @@ text when the output is not a terminal). URLs are shown redacted, as the API sho
 import datetime
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -21,8 +22,6 @@ from domain import (
 )
 from domain.codec import session_event_to_dict
 from entrypoints.api.views import event_view
-
-_EVENT_FIELDS = ("type", "connection_id", "version", "at_ms")
 
 
 def console() -> Console:
@@ -141,33 +140,29 @@ def print_outcome(
 
 
 def print_history(console: Console, connection_id: str, events: Sequence[Event]) -> None:
-    table = Table(title=f"history of {connection_id}", show_edge=False, pad_edge=False)
-    table.add_column("version", justify="right")
-    table.add_column("at (UTC)")
-    table.add_column("event")
-    table.add_column("details", overflow="fold")
-    for event in events:
-        view = event_view(event)
-        details = ", ".join(f"{k}={v}" for k, v in view.items() if k not in _EVENT_FIELDS)
-        table.add_row(str(event.version), utc(event.at_ms), view["type"], details)
-    console.print(table)
+    _print_log(console, f"history of {connection_id}", [(e, event_view(e)) for e in events])
 
 
 def print_session_history(
     console: Console, session_id: str, events: Sequence[SessionEvent]
 ) -> None:
-    table = Table(title=f"history of worker session {session_id}", show_edge=False, pad_edge=False)
+    rows = [(e, session_event_to_dict(e)) for e in events]
+    _print_log(console, f"history of worker session {session_id}", rows)
+
+
+_LOG_FIELDS = ("type", "connection_id", "session_id", "version", "at_ms")
+
+
+def _print_log(
+    console: Console, title: str, rows: Sequence[tuple[Event | SessionEvent, dict[str, Any]]]
+) -> None:
+    table = Table(title=title, show_edge=False, pad_edge=False)
     table.add_column("version", justify="right")
     table.add_column("at (UTC)")
     table.add_column("event")
     table.add_column("details", overflow="fold")
-    for event in events:
-        view = session_event_to_dict(event)
-        details = ", ".join(
-            f"{k}={v}"
-            for k, v in view.items()
-            if k not in ("type", "session_id", "version", "at_ms")
-        )
+    for event, view in rows:
+        details = ", ".join(f"{k}={v}" for k, v in view.items() if k not in _LOG_FIELDS)
         table.add_row(str(event.version), utc(event.at_ms), view["type"], details)
     console.print(table)
 
