@@ -188,22 +188,31 @@ class IngestWriter:
             await self.flush()
 
     async def flush(self) -> None:
-        """Write everything queued so far, in order, one batch at a time."""
+        """Write everything queued when called, in order, one batch at a time — not what
+        arrives meanwhile: under a steady inflow the queue is never empty, and a session's
+        drain that waited for that never ended (found by bench/fleet on DynamoDB Local: no
+        STOP or shutdown was handed back while other connections kept streaming)."""
         async with self._lock:
-            while self._queue:
-                batch = self._next_batch()
+            left = len(self._queue)
+            while left > 0 and self._queue:
+                batch, taken = self._next_batch(left)
+                left -= taken
                 if batch:
                     await self._write(batch)
 
-    def _next_batch(self) -> list[_Entry]:
+    def _next_batch(self, limit: int) -> tuple[list[_Entry], int]:
+        """Up to a sink batch of writable entries from the first `limit` queued; returns
+        them and how many entries were taken off the queue (unwritable ones are dropped)."""
         batch: list[_Entry] = []
-        while self._queue and len(batch) < self._ctx.sink.max_batch:
+        taken = 0
+        while self._queue and taken < limit and len(batch) < self._ctx.sink.max_batch:
             entry = self._queue.popleft()
+            taken += 1
             if self._writable(entry[0]):
                 batch.append(entry)
             else:
                 _drop(entry)  # fenced or failed: never written under a stale token
-        return batch
+        return batch, taken
 
     def _writable(self, buffer: IngestBuffer) -> bool:
         return not self._closed and buffer.failure is None and buffer.lease.valid()

@@ -34,7 +34,7 @@ from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
 from application.worker.ingest import Fenced, IngestWriter, Rejected
 from application.worker.lease import Lease
-from domain import CheckpointRegressed, Connection, DomainError, LeaseLost
+from domain import CheckpointRegressed, Connection, DesiredState, DomainError, LeaseLost
 
 log = logging.getLogger(__name__)
 
@@ -244,14 +244,18 @@ class ConnectionSession:
             end = SessionEnd.UPSTREAM_FAILED
         for attempt in range(1, 4):
             try:
-                await self._hand_back(end)
+                after = await self._hand_back(end)
             except LeaseLost:
                 return end
             except (StoreUnavailable, DomainError) as exc:
                 log.warning("hand-back attempt %d failed: %s", attempt, exc, extra=self._extra())
                 await self._ctx.clock.sleep(0.1 * attempt)
                 continue
-            if end in _STILL_WANTED:
+            # A STOP honoured just as a START came back (found by bench/fleet: the START's
+            # hint found the connection still held, and nothing else would take it before
+            # the next full scan, a minute later): hinted like any connection still wanted.
+            restarted = end is SessionEnd.STOPPED and after.desired_state is DesiredState.STARTED
+            if end in _STILL_WANTED or restarted:
                 await self._hint()
             return end
         return end
@@ -264,11 +268,12 @@ class ConnectionSession:
         except QueueUnavailable as exc:
             log.warning("hint after hand-back not sent: %s", exc, extra=self._extra())
 
-    async def _hand_back(self, end: SessionEnd) -> None:
+    async def _hand_back(self, end: SessionEnd) -> Connection:
+        """Hand the connection back as `end` calls for; returns the state after it."""
         ctx, lease = self._ctx, self.lease
         args = (self.connection_id, lease.session_id, lease.token, self.ingest.checkpoint)
         if end is SessionEnd.STREAM_ENDED:
-            await ctx.store.end_stream(*args, ctx.clock.now_ms())
+            after = await ctx.store.end_stream(*args, ctx.clock.now_ms())
         elif end is SessionEnd.UPSTREAM_FAILED:
             ctx.metrics.count(UPSTREAM_GIVE_UPS)
             now = ctx.clock.now_ms()
@@ -280,13 +285,14 @@ class ConnectionSession:
             )
             delay_s = backoff.delay(failures)
             reason = self.fault or "upstream kept failing"
-            await ctx.store.report_upstream_failure(
+            after = await ctx.store.report_upstream_failure(
                 *args, now + int(delay_s * 1000), reason[:200], now
             )
         else:
-            await ctx.store.release(*args, ctx.clock.now_ms())
+            after = await ctx.store.release(*args, ctx.clock.now_ms())
         ctx.metrics.count(LEASE_RELEASES)
         log.info("lease handed back (%s)", end.value, extra=self._extra())
+        return after
 
     def _gap(self, expected: int, got: int) -> None:
         # The upstream no longer had what we asked for (its replay buffer moved on): the

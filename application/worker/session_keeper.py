@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 SESSION_SEPARATOR = "#"
 # Heartbeats that may wait for the store at once (see SessionKeeper.run).
 MAX_RENEWS_IN_FLIGHT = 3
+# Session ids refused in a row before opening gives up (see SessionKeeper.open).
+MAX_IDS_REFUSED = 3
 
 
 def session_id_of(worker_id: str, incarnation: int) -> str:
@@ -85,7 +87,7 @@ class SessionKeeper:
             # The fenced session's connections are closed here already: end it, so that any
             # it still owns are orphans now rather than when it expires. Best effort.
             await self.end("fenced")
-        attempt = 0
+        attempt = refused = 0
         while True:
             session_id = session_id_of(ctx.worker_id, next(self._incarnations))
             started = ctx.clock.monotonic()
@@ -97,7 +99,12 @@ class SessionKeeper:
                     ctx.clock.now_ms(),
                 )
             except InvalidCommand:
-                continue  # the id was used (a lost response of our own): take the next one
+                # The id was used (an open of ours whose answer was lost landed): take the
+                # next one. Anything else refused (an id the store cannot hold) never heals.
+                refused += 1
+                if refused > MAX_IDS_REFUSED:
+                    raise
+                continue
             except StoreUnavailable as exc:
                 attempt += 1
                 ctx.metrics.count(STORE_ERRORS)

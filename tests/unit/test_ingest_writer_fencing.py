@@ -145,3 +145,32 @@ async def test_a_closed_writer_stores_nothing_more() -> None:
 
     assert h.sink.seqs("c1") == []
     assert buffer.checkpoint == 0
+
+
+async def test_a_drain_ends_while_other_connections_keep_the_queue_full() -> None:
+    """GIVEN a neighbour whose messages arrive faster than the sink writes them WHEN one
+    session drains (a STOP, a shutdown) THEN its drain ends once its own messages are written,
+    not when the shared queue is empty, which under a steady inflow it never is (found by
+    bench/fleet on DynamoDB Local: no hand-back ever completed)."""
+    h = Harness()
+    quiet, _ = h.buffer("quiet")
+    busy, _ = h.buffer("busy")
+    for seq in (1, 2, 3):
+        await quiet.put(seq, f"q{seq}")
+    real_write = h.sink.write
+    produced = 1
+
+    async def write_while_the_neighbour_streams(messages: Sequence[StoredMessage]) -> None:
+        nonlocal produced
+        await real_write(messages)
+        for _ in range(h.sink.max_batch + 1):  # more arrives than one batch takes away
+            produced += 1
+            await busy.put(produced, f"b{produced}")
+
+    h.sink.write = write_while_the_neighbour_streams  # type: ignore[method-assign]
+    await busy.put(1, "b1")
+
+    await asyncio.wait_for(quiet.drain(), 2)
+
+    assert quiet.checkpoint == 3
+    assert quiet.pending == 0
