@@ -56,10 +56,6 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     return _from_dict(data, EVENT_TYPES, "event")
 
 
-def session_event_to_dict(event: SessionEvent) -> dict[str, Any]:
-    return event_to_dict(event)
-
-
 def session_event_from_dict(data: dict[str, Any]) -> SessionEvent:
     return _from_dict(data, SESSION_EVENT_TYPES, "session event")
 

@@ -20,7 +20,6 @@ from domain.codec import (
     event_from_dict,
     event_to_dict,
     session_event_from_dict,
-    session_event_to_dict,
 )
 
 AttributeValue = dict[str, Any]
@@ -128,13 +127,7 @@ def session_from_item(item: StoredItem) -> WorkerSession:
 
 
 def session_event_to_item(event: SessionEvent) -> Item:
-    body = session_event_to_dict(event)
-    return {
-        schema.PK: s(schema.session_events_key(event.session_id)),
-        schema.SK: n(event.version),
-        schema.EVENT_TYPE: s(body["type"]),
-        schema.EVENT_BODY: s(json.dumps(body, separators=(",", ":"), sort_keys=True)),
-    }
+    return _log_item(schema.session_events_key(event.session_id), event)
 
 
 def session_event_from_item(item: StoredItem) -> SessionEvent:
@@ -144,9 +137,13 @@ def session_event_from_item(item: StoredItem) -> SessionEvent:
 def event_to_item(event: Event) -> Item:
     """One ownership-log entry, keyed by connection and version. The body is the domain codec's
     JSON, so the log decodes with the same code in every store."""
+    return _log_item(schema.connection_key(event.connection_id), event)
+
+
+def _log_item(key: str, event: Event | SessionEvent) -> Item:
     body = event_to_dict(event)
     return {
-        schema.PK: s(schema.connection_key(event.connection_id)),
+        schema.PK: s(key),
         schema.SK: n(event.version),
         schema.EVENT_TYPE: s(body["type"]),
         schema.EVENT_BODY: s(json.dumps(body, separators=(",", ":"), sort_keys=True)),

@@ -9,7 +9,6 @@ from domain.codec import (
     event_from_dict,
     event_to_dict,
     session_event_from_dict,
-    session_event_to_dict,
 )
 
 CONNECTION_COLUMNS = (
@@ -97,13 +96,7 @@ def session_from_row(row: sqlite3.Row) -> WorkerSession:
 
 
 def event_to_row(event: Event) -> dict[str, Any]:
-    return {
-        "connection_id": event.connection_id,
-        "version": event.version,
-        "event_type": type(event).__name__,
-        "at_ms": event.at_ms,
-        "body": json.dumps(event_to_dict(event), separators=(",", ":")),
-    }
+    return {"connection_id": event.connection_id, **_log_row(event)}
 
 
 def event_from_row(row: sqlite3.Row) -> Event:
@@ -111,12 +104,16 @@ def event_from_row(row: sqlite3.Row) -> Event:
 
 
 def session_event_to_row(event: SessionEvent) -> dict[str, Any]:
+    return {"session_id": event.session_id, **_log_row(event)}
+
+
+def _log_row(event: Event | SessionEvent) -> dict[str, Any]:
+    """The columns both ownership logs share; the body is the domain codec's JSON."""
     return {
-        "session_id": event.session_id,
         "version": event.version,
         "event_type": type(event).__name__,
         "at_ms": event.at_ms,
-        "body": json.dumps(session_event_to_dict(event), separators=(",", ":")),
+        "body": json.dumps(event_to_dict(event), separators=(",", ":")),
     }
 
 

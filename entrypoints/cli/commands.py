@@ -14,7 +14,7 @@ from application.errors import ConfigurationError
 from application.router import CommandOutcome, EventRouter
 from application.worker.session_keeper import SESSION_SEPARATOR
 from domain import ConnectionNotFound
-from domain.codec import session_event_to_dict
+from domain.codec import event_to_dict
 from entrypoints.api.views import connection_view, event_view, session_view
 from entrypoints.cli import tables
 from entrypoints.cli.backend import command_settings, open_backend
@@ -108,9 +108,7 @@ async def _session_history(session_id: str, settings: Any, as_json: bool) -> int
     if not events:
         raise ConnectionNotFound(f"worker session {session_id!r} is unknown")
     if as_json:
-        _print_json(
-            {"session_id": session_id, "events": [session_event_to_dict(e) for e in events]}
-        )
+        _print_json({"session_id": session_id, "events": [event_to_dict(e) for e in events]})
     else:
         tables.print_session_history(tables.console(), session_id, events)
     return EXIT_OK

@@ -20,7 +20,7 @@ from domain import (
     SessionLookup,
     WorkerSession,
 )
-from domain.codec import session_event_to_dict
+from domain.codec import event_to_dict
 from entrypoints.api.views import event_view
 
 
@@ -146,7 +146,7 @@ def print_history(console: Console, connection_id: str, events: Sequence[Event])
 def print_session_history(
     console: Console, session_id: str, events: Sequence[SessionEvent]
 ) -> None:
-    rows = [(e, session_event_to_dict(e)) for e in events]
+    rows = [(e, event_to_dict(e)) for e in events]
     _print_log(console, f"history of worker session {session_id}", rows)
 
 

@@ -28,7 +28,6 @@ from domain.codec import (
     event_from_dict,
     event_to_dict,
     session_event_from_dict,
-    session_event_to_dict,
 )
 
 _COMMON: dict[str, Any] = {"connection_id": "conn-1", "version": 3, "at_ms": 1_700_000_000_123}
@@ -93,7 +92,7 @@ def test_every_session_event_type_is_known_to_the_codec_and_covered_here() -> No
 
 @pytest.mark.parametrize("event", ONE_OF_EACH_SESSION_EVENT, ids=lambda event: type(event).__name__)
 def test_codec_round_trips_every_session_event_type_through_json(event: SessionEvent) -> None:
-    data = json.loads(json.dumps(session_event_to_dict(event)))
+    data = json.loads(json.dumps(event_to_dict(event)))
 
     assert data["type"] == type(event).__name__
     assert session_event_from_dict({**data, "added_later": 1}) == event
@@ -102,6 +101,6 @@ def test_codec_round_trips_every_session_event_type_through_json(event: SessionE
 def test_the_two_families_of_events_do_not_decode_as_each_other() -> None:
     """A session event in a connection's log (or the reverse) is refused, not misread."""
     with pytest.raises(InvalidTransition, match="unknown event type 'SessionEnded'"):
-        event_from_dict(session_event_to_dict(ONE_OF_EACH_SESSION_EVENT[2]))
+        event_from_dict(event_to_dict(ONE_OF_EACH_SESSION_EVENT[2]))
     with pytest.raises(InvalidTransition, match="unknown session event type 'StopRequested'"):
         session_event_from_dict(event_to_dict(ONE_OF_EACH[2]))
