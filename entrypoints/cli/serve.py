@@ -7,7 +7,6 @@ shutdown with handoff, watchdog, exit codes: see entrypoints/worker_main.py).
 
 import argparse
 import asyncio
-import secrets
 import signal
 from collections.abc import Mapping
 
@@ -21,7 +20,7 @@ from entrypoints.cli.backend import command_settings, open_backend
 from entrypoints.containers import provide
 from entrypoints.logging_setup import bind_globally, setup_logging
 from entrypoints.settings import PREFIX
-from entrypoints.worker.identity import new_worker_id
+from entrypoints.worker.identity import new_worker_id, worker_id_for
 from entrypoints.worker_main import serve
 
 EXIT_OK = 0
@@ -34,7 +33,7 @@ async def worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     settings = command_settings(env, writes=True, needs_queue=True)
     setup_logging(settings.log_level)
     # Unique per incarnation either way: a restarted worker never renews its predecessor's lease.
-    worker_id = f"{args.name}-{secrets.token_hex(4)}" if args.name else await new_worker_id(env)
+    worker_id = worker_id_for(args.name) if args.name else await new_worker_id(env)
     bind_globally(service=settings.service_name, worker_id=worker_id)
     async with open_backend(settings) as container, chaos_faults(container, settings):
         the_worker: Worker = await provide(container.core.worker, worker_id=worker_id)

@@ -9,10 +9,12 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from application.errors import ApplicationError
+from application.worker.session_keeper import worker_of
 from domain import NO_OWNER, Connection, LeaseStatus, WorkerSession
 from entrypoints.demo.backends import Probe
 from entrypoints.devstack import http
 from entrypoints.devstack.process import Process
+from entrypoints.worker.identity import name_of
 
 log = logging.getLogger(__name__)
 
@@ -20,8 +22,8 @@ REFRESH_S = 0.5
 
 
 def worker_name(owner: str) -> str:
-    """`w2-1a2b3c4d` -> `w2` (the CLI adds a random suffix to each worker's name)."""
-    return owner.rsplit("-", 1)[0] if owner != NO_OWNER else ""
+    """The name the demo started the owner session's worker with (`w2-1a2b3c4d#1` -> `w2`)."""
+    return name_of(worker_of(owner)) if owner != NO_OWNER else ""
 
 
 @attrs.frozen

@@ -23,9 +23,20 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 async def new_worker_id(environ: Mapping[str, str], timeout_s: float = 1.0) -> str:
     uri = environ.get(METADATA_VARIABLE)
-    base = (await ecs_task_id(uri, timeout_s) if uri else None) or socket.gethostname()
-    base = _UNSAFE.sub("-", base).strip("-")[:64] or "worker"
+    return worker_id_for(
+        (await ecs_task_id(uri, timeout_s) if uri else None) or socket.gethostname()
+    )
+
+
+def worker_id_for(name: str) -> str:
+    """`name` (made safe) plus a random suffix: unique per process incarnation."""
+    base = _UNSAFE.sub("-", name).strip("-")[:64] or "worker"
     return f"{base}-{secrets.token_hex(4)}"
+
+
+def name_of(worker_id: str) -> str:
+    """`w2-1a2b3c4d` -> `w2`: the name a worker id was made from (undoes `worker_id_for`)."""
+    return worker_id.rsplit("-", 1)[0]
 
 
 async def ecs_task_id(metadata_uri: str, timeout_s: float) -> str | None:

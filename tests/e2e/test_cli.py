@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from application.worker.session_keeper import worker_of
 from entrypoints.cli.main import main
 from entrypoints.devstack.aws import LocalAws
+from entrypoints.worker.identity import name_of
 from tests.e2e.cli_process import cli_process, run_cli
 from tests.support.deployment import create_deployment_sync
 
@@ -182,7 +184,7 @@ async def test_simulator_api_and_worker_run_and_the_operator_commands_see_them(
             await _until(lambda cid=cid: _checkpoint(api_url, cid) > 0, f"{cid} streams")
         status = await asyncio.to_thread(run_cli, ["status", "--json"], tmp_path)
         views = {v["connection_id"]: v for v in json.loads(status.stdout)["connections"]}
-        assert {v["owner"].rsplit("-", 1)[0] for v in views.values()} == {"w1"}
+        assert {name_of(worker_of(v["owner"])) for v in views.values()} == {"w1"}
         assert all(v["lease_status"] == "HELD" for v in views.values())
         [session] = json.loads(status.stdout)["sessions"]
         assert session["status"] == "LIVE"

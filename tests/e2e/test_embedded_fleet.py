@@ -21,6 +21,7 @@ from entrypoints.devstack.process import Process
 from entrypoints.embedded import EmbeddedContainer, messages_path
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
+from entrypoints.worker.identity import name_of
 from tests.e2e.cli_process import cli_process
 
 T = TypeVar("T")
@@ -64,7 +65,7 @@ class Fleet:
         sessions = {s.session_id: s for s in await self.store.list_sessions()}
         for conn in await self.store.list_connections():
             live = conn.lease_status(now, sessions) is LeaseStatus.HELD
-            held[conn.connection_id] = worker_of(conn.owner).rsplit("-", 1)[0] if live else ""
+            held[conn.connection_id] = name_of(worker_of(conn.owner)) if live else ""
         return held
 
     async def until_each_has_one_live_owner_and_one_subscriber(self) -> dict[str, str]:

@@ -4,6 +4,7 @@ subscribed when, and of what was sent)."""
 
 import asyncio
 import json
+import re
 import signal
 import socket
 import sys
@@ -202,7 +203,7 @@ async def test_health_endpoint_reports_healthy_and_status(
     assert all(health["loops_alive"].values())
     status, body = await worker.get("/status")
     assert status == 200
-    assert body["worker_id"].startswith(body["worker_id"].rsplit("-", 1)[0])
+    assert re.fullmatch(r"[A-Za-z0-9._-]+-[0-9a-f]{8}", body["worker_id"]), body["worker_id"]
     assert body["active_connections"] == 0
     assert (await worker.get("/nope"))[0] == 404
 

@@ -28,7 +28,7 @@ from entrypoints.containers import CoreContainer, provide
 from entrypoints.logging_setup import bind, setup_logging
 from entrypoints.settings import load_settings
 from entrypoints.worker.health import HealthServer
-from entrypoints.worker.identity import METADATA_VARIABLE, new_worker_id
+from entrypoints.worker.identity import METADATA_VARIABLE, name_of, new_worker_id
 from entrypoints.worker.signals import WATCHDOG_EXIT_CODE, ShutdownSignals
 from tests.support.logs import preserved_logging
 
@@ -79,7 +79,7 @@ async def test_worker_id_falls_back_to_the_host_name_when_metadata_is_unreachabl
         {METADATA_VARIABLE: f"http://127.0.0.1:{unused_tcp_port}/v4"}, timeout_s=0.5
     )
     expected = re.sub(r"[^A-Za-z0-9._-]+", "-", socket.gethostname()).strip("-")[:64]
-    assert worker_id.rsplit("-", 1)[0] == expected
+    assert name_of(worker_id) == expected
 
 
 # --- signals --------------------------------------------------------------------------------
