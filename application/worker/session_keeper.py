@@ -57,7 +57,6 @@ class SessionKeeper:
         self._fenced: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._backoff = Backoff(0.05 * ctx.config.heartbeat_interval_s, 1.0, ctx.rng)
         self.last_renewed: float | None = None  # monotonic, for the health check
-        self.fences = 0  # sessions lost since start (each fenced every connection)
 
     # -- the rule, read by every connection --------------------------------------------------
 
@@ -219,7 +218,6 @@ class SessionKeeper:
         self._fenced.set_result(None)
         self._deadline = float("-inf")
         if why is not None:
-            self.fences += 1
             self._ctx.metrics.count(SELF_FENCES)
             self._ctx.metrics.count(LEASES_LOST, self._load())
             log.warning(why, extra={"worker_id": self._ctx.worker_id})
