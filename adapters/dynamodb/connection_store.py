@@ -212,12 +212,12 @@ class DynamoDbConnectionStore(ConnectionStore):
             assert new_state is not None
             raced = await self._commit(command, state, new_state, events, now_ms, op, write_id)
             if raced is None:
-                return CommandResult(new_state, True)
+                return CommandResult(new_state, True, tuple(events))
             if raced.known and raced.write_id == write_id:
                 # What refused us carries our own write id: an earlier attempt of ours landed
                 # and only its response was lost (an SDK retry after a timeout). Comparing
                 # states would not do: racing identical STOPs produce identical states.
-                return CommandResult(new_state, True)
+                return CommandResult(new_state, True, tuple(events))
             log.debug(
                 "%s of %r lost a race (attempt %d%s); deciding again",
                 op,

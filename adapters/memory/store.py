@@ -51,7 +51,7 @@ class InMemoryConnectionStore(ConnectionStore):
             self._log.setdefault(command.connection_id, []).extend(
                 e for e in events if is_ownership_event(e)
             )
-            return CommandResult(new_state, True)
+            return CommandResult(new_state, True, tuple(events))
 
     async def execute_session(self, command: SessionCommand, now_ms: int) -> SessionResult:
         async with self._lock:

@@ -90,7 +90,7 @@ def execute(c: sqlite3.Connection, command: Command, now_ms: int) -> CommandResu
     elif c.execute(UPDATE, {**row, "expected_version": state.version}).rowcount != 1:
         raise RuntimeError(f"connection {state.connection_id!r} changed under the write lock")
     c.executemany(APPEND, [event_to_row(e) for e in events if is_ownership_event(e)])
-    return CommandResult(new_state, True)
+    return CommandResult(new_state, True, tuple(events))
 
 
 def execute_session(c: sqlite3.Connection, command: SessionCommand, now_ms: int) -> SessionResult:

@@ -57,6 +57,9 @@ class CommandResult:
     connection: Connection
     changed: bool  # False: the command found it so already (a repeated START or STOP, a
     # checkpoint that did not move); nothing was written
+    # What the command recorded, as decided; empty when nothing changed, and for a checkpoint
+    # written without a read (the DynamoDB heartbeat-free path decides nothing locally).
+    events: tuple[Event, ...] = ()
 
 
 @attrs.frozen
@@ -150,8 +153,16 @@ class ConnectionStore(abc.ABC):
         (new token, checkpoint to resume from). None if unknown, STOPPED, held by a live
         session (the caller's included), backing off, or if the caller's session is not live.
         Records LeaseAcquired or LeaseTakenOver."""
+        granted = await self.acquire_lease(connection_id, session_id, now_ms)
+        return None if granted is None else granted.connection
+
+    async def acquire_lease(
+        self, connection_id: str, session_id: str, now_ms: int
+    ) -> CommandResult | None:
+        """`try_acquire` with what it recorded: LeaseTakenOver among the events tells a
+        takeover (the previous owner died without a final checkpoint) from a clean acquire."""
         try:
-            return (await self.execute(Acquire(connection_id, session_id), now_ms)).connection
+            return await self.execute(Acquire(connection_id, session_id), now_ms)
         except (ConnectionNotFound, ConnectionStopped, LeaseUnavailable, SessionNotLive):
             return None
 

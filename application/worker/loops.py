@@ -22,7 +22,7 @@ from application.worker.ingest import IngestWriter
 from application.worker.session import SessionEnd
 from application.worker.session_keeper import SessionKeeper
 from application.worker.sessions import Sessions
-from domain import NO_OWNER, DomainError, WorkerSession
+from domain import DomainError, WorkerSession
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ async def poll_queue(
                 else:
                     wanted.setdefault(delivery.connection_id, []).append(delivery.receipt)
             # Duplicates and redeliveries of what is ours already are just deleted.
-            to_take = [(cid, False) for cid in wanted if cid not in sessions]
+            to_take = [cid for cid in wanted if cid not in sessions]
             # Filled up while polling (reconciliation took some): another worker may have
             # room, so those hints are given back; deleting them would leave the connections
             # to reconciliation.
@@ -193,11 +193,7 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
         # Shuffled, so racing workers mostly try different orphans first.
         shuffled = ctx.rng.sample(list(page), len(page))
         await sessions.take_each(
-            [
-                (o.connection_id, o.owner != NO_OWNER)
-                for o in shuffled
-                if o.connection_id not in sessions
-            ]
+            [o.connection_id for o in shuffled if o.connection_id not in sessions]
         )
     ctx.metrics.gauge(ORPHANS_FOUND, found)
 

@@ -13,7 +13,7 @@ from application.worker.lease import Lease
 from application.worker.session import ConnectionSession, SessionEnd
 from application.worker.session_keeper import SessionKeeper
 from application.worker.take_limit import TakeLimit
-from domain import Connection, DesiredState
+from domain import Connection, DesiredState, LeaseTakenOver
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,8 @@ class Sessions:
             return 0
         return self._ctx.config.max_connections - len(self._running) - len(self._acquiring)
 
-    async def take_each(self, candidates: Sequence[tuple[str, bool]]) -> list[str]:
-        """Take each (connection_id, expired_owner) while there is room, in order, in waves of
+    async def take_each(self, candidates: Sequence[str]) -> list[str]:
+        """Take each connection while there is room, in order, in waves of
         up to `TakeLimit.current` acquisitions at once (see take_limit.py: one at a time, a
         dead worker's share of thousands would move at one store round trip per connection).
         Returns the ids not tried for want of room. A failed take (StoreUnavailable) is raised
@@ -60,7 +60,7 @@ class Sessions:
             # return_exceptions: one failed take must not leave the others running unowned;
             # and cancelling this call cancels and awaits every one of them.
             outcomes = await asyncio.gather(
-                *(self._take_if_room(cid, expired, no_room, round_trips) for cid, expired in wave),
+                *(self._take_if_room(cid, no_room, round_trips) for cid in wave),
                 return_exceptions=True,
             )
             errors = [o for o in outcomes if isinstance(o, BaseException)]
@@ -70,21 +70,19 @@ class Sessions:
                 raise errors[0]
         return no_room
 
-    async def take(self, connection_id: str, *, expired_owner: bool = False) -> bool:
+    async def take(self, connection_id: str) -> bool:
         """Acquire the lease, and only then start streaming. False if not ours to take."""
-        return await self._take(connection_id, expired_owner, [])
+        return await self._take(connection_id, [])
 
     async def _take_if_room(
-        self, connection_id: str, expired_owner: bool, no_room: list[str], round_trips: list[float]
+        self, connection_id: str, no_room: list[str], round_trips: list[float]
     ) -> None:
         if self.free <= 0 and connection_id not in self:
             no_room.append(connection_id)
             return
-        await self._take(connection_id, expired_owner, round_trips)
+        await self._take(connection_id, round_trips)
 
-    async def _take(
-        self, connection_id: str, expired_owner: bool, round_trips: list[float]
-    ) -> bool:
+    async def _take(self, connection_id: str, round_trips: list[float]) -> bool:
         ctx, keeper = self._ctx, self._keeper
         if connection_id in self or self.free <= 0:
             return False
@@ -97,25 +95,31 @@ class Sessions:
         try:
             started = ctx.clock.monotonic()
             now_ms = ctx.clock.now_ms()
+            # Whether the previous owner died without a final checkpoint, as the store's answer
+            # says: None when the answer was lost and only the stored item shows the grant.
+            took_over: bool | None
             try:
-                acquired = await ctx.store.try_acquire(connection_id, session_id, now_ms)
+                granted = await ctx.store.acquire_lease(connection_id, session_id, now_ms)
                 round_trips.append(ctx.clock.monotonic() - started)
+                acquired = None if granted is None else granted.connection
+                took_over = granted is not None and any(
+                    isinstance(e, LeaseTakenOver) for e in granted.events
+                )
             except StoreUnavailable:
-                acquired = await self._granted_after_all(connection_id, session_id)
+                acquired, took_over = await self._granted_after_all(connection_id, session_id), None
                 if acquired is None:
                     raise
             if acquired is None:
                 ctx.metrics.count(ACQUISITION_CONFLICTS)
                 return False
-            # Only a takeover can find more stored than the checkpoint says: a release records
-            # the final checkpoint of everything written (one read saved per handoff).
-            resume = (
-                await self._resume_point(acquired) if expired_owner else acquired.checkpoint_seq
-            )
+            # A dead owner may have stored more than its last checkpoint says; a release
+            # records the final checkpoint of everything written (one read saved per handoff).
+            clean = took_over is False
+            resume = acquired.checkpoint_seq if clean else await self._resume_point(acquired)
         finally:
             self._acquiring.discard(connection_id)
         ctx.metrics.count(LEASE_ACQUISITIONS)
-        if expired_owner:
+        if took_over:
             ctx.metrics.count(TAKEOVERS)
         log.info(
             "lease acquired, resuming from seq %d",

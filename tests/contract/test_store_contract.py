@@ -341,6 +341,28 @@ async def test_acquire_grants_a_lease_with_a_new_token(store: ConnectionStore) -
     assert (acquired.owner, acquired.token, acquired.at_ms) == ("s1", 1, T + 5)
 
 
+async def test_acquire_lease_answers_with_the_events_it_recorded(store: ConnectionStore) -> None:
+    """The worker reads the sink's resume point only after a takeover: the answer must say
+    which grant it was, exactly as the log records it."""
+    await started(store)
+    await session(store, "s1")
+    await session(store, "s2")
+
+    first = await store.acquire_lease("c1", "s1", T + 1)
+    assert first is not None
+    assert first.events == tuple((await store.history("c1"))[-1:])
+    assert [type(e) for e in first.events] == [LeaseAcquired]
+    assert await store.acquire_lease("c1", "s2", T + 2) is None  # held by a live session
+
+    await store.end_session("s1", "gone", T + 3)
+    second = await store.acquire_lease("c1", "s2", T + 4)
+    assert second is not None
+    assert second.events == tuple((await store.history("c1"))[-1:])
+    [taken] = second.events
+    assert isinstance(taken, LeaseTakenOver)
+    assert (taken.owner, taken.previous_owner, taken.token) == ("s2", "s1", 2)
+
+
 async def test_concurrent_acquires_of_one_connection_exactly_one_wins(
     store: ConnectionStore,
 ) -> None:

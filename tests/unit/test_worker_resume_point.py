@@ -8,6 +8,7 @@ from adapters.faults.sink import FaultInjectingSink, SinkFault
 from adapters.memory.clock import FakeClock
 from adapters.memory.sink import InMemoryMessageSink
 from application.errors import SinkUnavailable
+from application.ports.metrics import TAKEOVERS
 from application.ports.sink import StoredMessage
 from tests.support.fleet import Fleet
 
@@ -70,3 +71,30 @@ async def test_the_fault_injector_forwards_the_resume_point_and_fails_it_in_an_o
 
     sink.outage = False
     assert await sink.resume_point("c1", 0) == 3
+
+
+async def test_a_takeover_reached_through_a_hint_resumes_from_what_the_sink_stored(
+    fleet: Fleet,
+) -> None:
+    """GIVEN a worker that crashed an hour's checkpoint short of what it stored WHEN another
+    worker takes the connection over because a hint named it (its orphan scan never runs)
+    THEN it resumes after the last message stored, not from the recorded checkpoint: whether
+    an acquire was a takeover is the store's answer, not how the connection was found."""
+    fleet.add_worker("a")
+    url = await fleet.start_streamed_by("a", "c1")
+    await fleet.clock.advance(5)
+    await fleet.crash("a")
+    last = max(fleet.sink.seqs("c1"))
+    recorded = await fleet.store.get("c1")
+    assert recorded is not None
+    assert recorded.checkpoint_seq < last - 10
+
+    b = fleet.add_worker("b")
+    b.store.fail_next("iter_orphans", 10_000)  # found only through the hint below
+    await fleet.clock.advance(fleet.config.lease_ms / 1000 + 1)  # a's session has expired
+    await fleet.queue.send(["c1"])
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "b", 10)
+
+    opened = [from_seq for _, kind, from_seq in fleet.upstream.stream(url).log if kind == "open"]
+    assert opened[-1] == last + 1
+    assert b.metrics.counters[TAKEOVERS] == 1
