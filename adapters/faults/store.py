@@ -65,19 +65,30 @@ class FaultInjectingStore(ConnectionStore):
         self.timeout_s = 0.0
         self.timeout_rate = 1.0
         self._planned: dict[str, list[bool]] = {}  # op -> queue of "applied?" flags
+        self._stalls: dict[str, list[float]] = {}  # op -> queue of extra seconds
         self.injected = 0
 
     def fail_next(self, op: str, n: int = 1, *, applied: bool = False) -> None:
         """Plan the next `n` calls of `op` (a name in OPERATIONS) to fail."""
         self._planned.setdefault(check_operation(op), []).extend([applied] * n)
 
+    def stall_next(self, op: str, seconds: float, n: int = 1) -> None:
+        """Plan the next `n` calls of `op` to be answered `seconds` late (then correctly): one
+        slow request among fast ones, as a real store's tail latency is."""
+        self._stalls.setdefault(check_operation(op), []).extend([seconds] * n)
+
     def clear_plans(self) -> None:
-        """Forget every planned failure not yet used."""
+        """Forget every planned failure and stall not yet used."""
         self._planned.clear()
+        self._stalls.clear()
 
     async def _call(self, op: str, call: Callable[[], Awaitable[_T]]) -> _T:
         if self.latency_s:
             await self._clock.sleep(self.latency_s)
+        stalls = self._stalls.get(op)
+        if stalls:
+            self.injected += 1
+            await self._clock.sleep(stalls.pop(0))
         if self.severed:
             await asyncio.Event().wait()  # never set: hang until cancelled
         if self.outage:

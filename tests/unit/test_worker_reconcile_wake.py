@@ -49,3 +49,30 @@ async def test_a_lease_expiring_while_a_scan_takes_orphans_is_not_slept_past(
 
     late_s = (fleet.clock.now_ms() - last_expiry_ms) / 1000
     assert late_s < 5, f"the second lease was taken {late_s:.1f}s after it expired"
+
+
+async def test_full_scans_run_at_the_reconcile_interval_not_at_every_session_expiry() -> None:
+    """GIVEN three live workers streaming, nobody dying WHEN four virtual minutes pass THEN
+    each scans for orphans about once a reconcile interval: the sessions watch wakes at every
+    other session's expiry (a few times a lease), and a scan there would be a per-connection
+    read cost at every heartbeat (issue 12)."""
+    fleet = Fleet(rate_per_s=1)
+    try:
+        for name in ("a", "b", "c"):
+            fleet.add_worker(name)
+        for i in range(3):
+            await fleet.start(f"c{i}")
+        await fleet.clock.run_until(lambda: all(fleet.owner_of(f"c{i}") for i in range(3)), 10)
+        scans_before = fleet.store.operations.get("iter_orphans", 0)
+        watches_before = fleet.store.operations.get("list_sessions", 0)
+
+        minutes = 4
+        await fleet.clock.advance(minutes * 60)
+
+        scans = fleet.store.operations["iter_orphans"] - scans_before
+        watches = fleet.store.operations["list_sessions"] - watches_before
+        per_worker = minutes * 60 / fleet.config.reconcile_interval_s + 1
+        assert scans <= 3 * per_worker, scans
+        assert watches > 5 * scans, (watches, scans)
+    finally:
+        await fleet.close()
