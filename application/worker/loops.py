@@ -110,6 +110,10 @@ async def reconcile(
     full_due = ctx.clock.monotonic()  # the first look is a full scan
     backoff_ends_at = NEVER  # epoch ms: the next back-off end the store told of
     seen_dead: set[str] = set()
+    # The last scan left orphans for want of room (full, or no trusted session yet: right
+    # after an outage every worker scans while still reopening its session). Scanning again
+    # as soon as there is room, not an interval later, is what lets a fleet-wide outage end.
+    starved = False
     while True:
         await ctx.clock.sleep(delay)
         beats.last["reconcile"] = ctx.clock.monotonic()
@@ -118,8 +122,9 @@ async def reconcile(
             listed = await ctx.store.list_sessions()
             beats.store_reached = ctx.clock.monotonic()
             dead = {s.session_id for s in listed if not s.is_live(now)}
-            if dead - seen_dead or ctx.clock.monotonic() >= full_due or now >= backoff_ends_at:
-                await _take_orphans(ctx, sessions, now)
+            due = ctx.clock.monotonic() >= full_due or now >= backoff_ends_at
+            if dead - seen_dead or due or (starved and sessions.free > 0):
+                starved = await _take_orphans(ctx, sessions, now)
                 await _forget_dead_sessions(ctx, listed, now)
                 # From the scan's own `now`: a back-off that ended while the orphans were
                 # being taken was not in the scan, and asking from later would skip it too.
@@ -184,18 +189,23 @@ async def _forget_dead_sessions(
             await ctx.store.forget_session(session.session_id, now_ms)
 
 
-async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> None:
+async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> bool:
+    """Take what room allows; True if some orphan was left for want of room."""
     found = 0
+    starved = False
     async for page in ctx.store.iter_orphans(now_ms, ctx.config.reconcile_page_size):
         found += len(page)
         if sessions.free <= 0:
+            starved = starved or bool(page)
             continue  # still counted: the gauge says how many wait for room
         # Shuffled, so racing workers mostly try different orphans first.
         shuffled = ctx.rng.sample(list(page), len(page))
-        await sessions.take_each(
+        no_room = await sessions.take_each(
             [o.connection_id for o in shuffled if o.connection_id not in sessions]
         )
+        starved = starved or bool(no_room)
     ctx.metrics.gauge(ORPHANS_FOUND, found)
+    return starved
 
 
 async def watch_stops(
