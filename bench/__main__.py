@@ -20,9 +20,20 @@ from bench.limits import raise_open_files
 from bench.report import table
 from bench.store_cost import run_store_cost
 from bench.upstream import simulator
+from entrypoints.devstack.aws import open_local_aws
 from entrypoints.devstack.process import ProcessError
 
-SUITES = ("fleet", "store-cost", "cost", "capacity", "tls", "tls-throughput", "floor", "ingest")
+SUITES = (
+    "fleet",
+    "store-cost",
+    "cost",
+    "capacity",
+    "capacity-aws",
+    "tls",
+    "tls-throughput",
+    "floor",
+    "ingest",
+)
 log = logging.getLogger("bench")
 
 
@@ -112,6 +123,34 @@ async def capacity(
     return runs
 
 
+async def capacity_aws(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
+    """One worker on the AWS adapters, DynamoDB Local as the store: the store's requests/s at
+    each step with a discarding sink (what session leases cost: issue 12's "calls per second at
+    10,000"), then the ramp with the DynamoDB messages table as the sink too (issue 11)."""
+    async with open_local_aws(log_dir / "capacity-aws") as aws:
+        endpoint = ["--endpoint", aws.dynamodb_url]
+        runs = [
+            await run_capacity(
+                log_dir,
+                "capacity-dynamodb-store",
+                args.aws_steps,
+                window_s=args.window,
+                extra=["--store", "dynamodb", "--sink", "discard", *endpoint],
+            )
+        ]
+        if not args.quick:
+            runs.append(
+                await run_capacity(
+                    log_dir,
+                    "capacity-aws-adapters",
+                    args.aws_sink_steps,
+                    window_s=args.window,
+                    extra=["--store", "dynamodb", "--sink", "dynamodb", *endpoint],
+                )
+            )
+    return runs
+
+
 def save(out: Path, results: dict[str, Any]) -> None:
     (out / "results.json").write_text(json.dumps(results, indent=1))
 
@@ -129,6 +168,8 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
             results["store_cost"] = await run_store_cost(log_dir, args.store_cost_counts)
         elif suite == "capacity":
             results.setdefault("capacity", []).extend(await capacity(args, log_dir, tls=False))
+        elif suite == "capacity-aws":
+            results.setdefault("capacity", []).extend(await capacity_aws(args, log_dir))
         elif suite == "tls":
             results.setdefault("capacity", []).extend(await capacity(args, log_dir, tls=True))
         elif suite == "tls-throughput":
@@ -189,6 +230,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=lambda s: [int(x) for x in s.split(",")],
         default=[1000, 2500, 5000, 7500, 10000],
     )
+    p.add_argument(
+        "--aws-steps",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[100, 1000, 10000],
+        help="capacity-aws: connections held with DynamoDB Local as the store",
+    )
+    p.add_argument(
+        "--aws-sink-steps",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[50, 100, 200, 400, 800],
+        help="capacity-aws: the same with DynamoDB Local as the sink too (1 message/s each)",
+    )
     p.add_argument("--throughput-connections", type=int, default=1000, help="tls-throughput")
     p.add_argument("--window", type=float, default=20.0, help="seconds measured per step")
     p.add_argument("--cost-window", type=float, default=120.0)
@@ -203,6 +256,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.connections, args.steps, args.window = 1, 6, [20], 2.0
+        args.aws_steps = [20]
         args.store_cost_counts = [10]
     args.fleet = {"connections": args.connections, "rounds": args.rounds}
     return args

@@ -23,7 +23,10 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+from adapters.dynamodb.connection_store import DynamoDbConnectionStore
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
+from adapters.dynamodb.schema import TableNames
+from adapters.dynamodb.tables import create_tables
 from adapters.memory.metrics import InMemoryMetrics
 from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.store import InMemoryConnectionStore
@@ -56,6 +59,11 @@ class WarningCounter(logging.Handler):
         self.seen[f"{record.name}: {str(record.msg)[:80]}"] += 1
 
 
+def store_requests(store: ConnectionStore) -> int:
+    """DynamoDB requests the store has made (0 for the local stores, which count none)."""
+    return sum(store.requests.values()) if isinstance(store, DynamoDbConnectionStore) else 0
+
+
 def emit(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, **fields}), flush=True)
 
@@ -64,16 +72,21 @@ async def open_ports(
     args: argparse.Namespace, stack: AsyncExitStack
 ) -> tuple[ConnectionStore, TimingSink]:
     data = Path(args.data_dir)
+    client: Any = None
+    if "dynamodb" in (args.store, args.sink):
+        client = await stack.enter_async_context(aws_client("dynamodb", args.endpoint, pool=64))
+        await create_tables(client, TableNames())
     store: ConnectionStore
     if args.store == "sqlite":
         store = await stack.enter_async_context(SqliteConnectionStore.open(data / "wsfleet.sqlite"))
+    elif args.store == "dynamodb":
+        store = DynamoDbConnectionStore(client)
     else:
         store = InMemoryConnectionStore()
     inner: MessageSink
     if args.sink == "sqlite":
         inner = await stack.enter_async_context(SqliteMessageSink.open(data / "messages.sqlite"))
     elif args.sink == "dynamodb":
-        client = await stack.enter_async_context(aws_client("dynamodb", args.endpoint, pool=64))
         inner = DynamoDbMessageSink(client)
     else:
         inner = DiscardSink()
@@ -147,8 +160,10 @@ async def main(args: argparse.Namespace) -> None:
             sink.reset()
             lag.take()
             cpu0, t0 = cpu_seconds(os.getpid()), time.monotonic()
+            requests0 = store_requests(store)
             await asyncio.sleep(args.window)
             elapsed = time.monotonic() - t0
+            requests = store_requests(store) - requests0
             emit(
                 "step",
                 target=target,
@@ -168,6 +183,8 @@ async def main(args: argparse.Namespace) -> None:
                 latency_ms={q: sink.quantile_ms(q / 1000) for q in (500, 990, 999)},
                 max_latency_ms=sink.max_ms,
                 loop_lag=lag.take(),
+                store_requests=requests,
+                store_requests_per_s=round(requests / elapsed, 2),
                 warnings=dict(warnings.seen.most_common(8)),
                 top_allocations=top_allocations(target) if args.tracemalloc else None,
             )
@@ -200,10 +217,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--window", type=float, default=20.0, help="seconds measured per step")
     p.add_argument("--settle", type=float, default=5.0)
     p.add_argument("--ramp-timeout", type=float, default=180.0)
-    p.add_argument("--store", choices=["memory", "sqlite"], default="memory")
+    p.add_argument("--store", choices=["memory", "sqlite", "dynamodb"], default="memory")
     p.add_argument("--sink", choices=["discard", "sqlite", "dynamodb"], default="discard")
     p.add_argument("--data-dir", default=".")
-    p.add_argument("--endpoint", help="DynamoDB endpoint (DynamoDB Local) for --sink dynamodb")
+    p.add_argument("--endpoint", help="DynamoDB endpoint (DynamoDB Local) for dynamodb")
     p.add_argument("--ca-file", help="CA bundle trusting a wss:// simulator")
     p.add_argument(
         "--tls-read-buffer",

@@ -98,6 +98,11 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return out
 
 
+# One worker's DynamoDB requests per second in steady state, heartbeat and polls included
+# (issue 12: "target <= 5/s" at 10,000 connections; it was about 2,000 renewals/s).
+STORE_REQUESTS_PER_S_TARGET = 5.0
+
+
 def _capacity_rows(run: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     label = run["label"]
     best = next((s for s in run["steps"] if s["streaming"] == run["max_sustained"]), None)
@@ -136,6 +141,17 @@ def _capacity_rows(run: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             _ok(kib is not None and kib <= kib_target) if judged else "info",
         ),
     ]
+    # Session leases (issue 12): what the worker asks of DynamoDB in steady state, at each step.
+    for step in run["steps"]:
+        if step.get("store_requests"):
+            rows.append(
+                (
+                    f"{label}: store requests/s at {step['streaming']:,}",
+                    _fmt(step["store_requests_per_s"]),
+                    f"<= {STORE_REQUESTS_PER_S_TARGET:g}",
+                    _ok(step["store_requests_per_s"] <= STORE_REQUESTS_PER_S_TARGET),
+                )
+            )
     if tls and best:
         rows.append(
             (
