@@ -61,7 +61,12 @@ MODULES: dict[str, Module] = {
     "adapters/dynamodb/connection_store.py": Module("DynamoDB store adapter", STORE_CONTRACT),
     "adapters/sqlite/store.py": Module("SQLite store adapter", STORE_CONTRACT),
     "adapters/memory/store.py": Module("in-memory store (the reference)", STORE_CONTRACT),
-    "application/worker/lease_keeper.py": Module("renewal and self-fencing", WORKER_UNIT),
+    "application/worker/session_keeper.py": Module(
+        "the worker session: heartbeat, trust and self-fencing", WORKER_UNIT
+    ),
+    "application/worker/lease.py": Module(
+        "one connection's lease, read from the session", WORKER_UNIT
+    ),
     "application/worker/ingest.py": Module("the sink writer and checkpoints", WORKER_UNIT),
     "application/worker/session.py": Module("one owned connection", WORKER_UNIT),
     "application/worker/sessions.py": Module("taking and ending sessions", WORKER_UNIT),

@@ -1,6 +1,9 @@
 """Three workers (one process) on the AWS adapters — DynamoDB on DynamoDB Local and SQS on moto,
 real WebSockets to the upstream simulator — through start, crash takeover, graceful handoff and
-stop. The simulator judges subscribers; the messages table is read back seq by seq."""
+stop. The workers, the router and their ports come from the production composition root
+(`AwsContainer`), configured by WSFLEET_* variables as a deployment is; a test swaps only the
+store wrapper (to crash a worker), the metrics and the DNS. The simulator judges subscribers;
+the messages table is read back seq by seq."""
 
 import asyncio
 import random
@@ -13,36 +16,34 @@ import attrs
 import pytest
 
 from adapters.dynamodb.connection_store import DynamoDbConnectionStore
-from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.dynamodb.tables import create_tables
 from adapters.faults.store import FaultInjectingStore
 from adapters.memory.metrics import InMemoryMetrics
-from adapters.sqs.queue import SqsNotificationQueue
 from adapters.sqs.queues import create_queue
 from adapters.system.clock import SystemClock
-from adapters.websocket import WebSocketConnector
 from application.config import WorkerConfig
 from application.router import EventRouter
 from application.url_policy import UrlPolicy
 from application.worker.session_keeper import worker_of
 from application.worker.worker import Worker
 from domain import DesiredState, LeaseTakenOver
+from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.devstack.aws import LocalAws
+from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
 from tests.support.dynamodb import TABLES, dynamodb_client, read_messages
 from tests.support.resolver import StaticResolver
 
 CONFIG = WorkerConfig().scaled(0.5)  # lease 2 s, heartbeat 0.5 s, STOP check 1 s
-# Each message is one conditional put (the sink is fenced, issue 13): moto, in-process and
-# serving one request at a time, holds the event loop longer per message than with batches.
+# Each message is one conditional put (the sink is fenced, issue 13).
 RATE = 10.0
+SHARDS = 4
 
 
 @attrs.define
 class AwsFleet:
+    container: AwsContainer
     store: DynamoDbConnectionStore
-    queue: SqsNotificationQueue
-    sink: DynamoDbMessageSink
     dynamodb: Any
     sim: UpstreamSimulator
     router: EventRouter
@@ -50,16 +51,14 @@ class AwsFleet:
         dict
     )
 
-    def add(self, name: str) -> None:
+    async def add(self, name: str) -> None:
         clock = SystemClock()
         store = FaultInjectingStore(self.store, clock)
-        worker = Worker(
+        worker: Worker = await provide(
+            self.container.core.worker,
             worker_id=name,
             config=CONFIG,
             store=store,
-            queue=self.queue,
-            upstream=WebSocketConnector(),
-            sink=self.sink,
             metrics=InMemoryMetrics(),
             clock=clock,
             url_policy=self.router_policy(),
@@ -90,18 +89,30 @@ async def eventually(predicate: Callable[[], bool], timeout_s: float = 20.0) -> 
 async def fleet(aws: LocalAws) -> AsyncIterator[AwsFleet]:
     async with AsyncExitStack() as stack:
         dynamodb = await stack.enter_async_context(dynamodb_client(aws))
-        await create_tables(dynamodb, TABLES, shards=4)
-        sqs = await stack.enter_async_context(
-            aioboto3.Session().client("sqs", endpoint_url=aws.moto_url, region_name=aws.region)
+        await create_tables(dynamodb, TABLES, shards=SHARDS)
+        async with aioboto3.Session().client(
+            "sqs", endpoint_url=aws.moto_url, region_name=aws.region
+        ) as sqs:
+            url = await create_queue(sqs, "fleet-hints", 3, with_dlq=False)
+        settings = load_settings(
+            {
+                **aws.env(),
+                "WSFLEET_QUEUE_URL": url,
+                "WSFLEET_HINT_VISIBILITY_TIMEOUT_S": "3",
+                "WSFLEET_CONNECTIONS_TABLE": TABLES.connections,
+                "WSFLEET_EVENTS_TABLE": TABLES.events,
+                "WSFLEET_MESSAGES_TABLE": TABLES.messages,
+                "WSFLEET_SESSIONS_TABLE": TABLES.sessions,
+                "WSFLEET_ORPHAN_SHARDS": str(SHARDS),
+                "WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true",
+            }
         )
-        url = await create_queue(sqs, "fleet-hints", 3, with_dlq=False)
+        container = AwsContainer(settings=settings)
+        stack.push_async_callback(shutdown, container)
         sim = await stack.enter_async_context(UpstreamSimulator(rate=RATE))
-        store = DynamoDbConnectionStore(dynamodb, tables=TABLES, shards=4)
-        queue = SqsNotificationQueue(sqs, url, visibility_timeout_s=3)
-        sink = DynamoDbMessageSink(dynamodb, TABLES.messages)
-        policy = UrlPolicy(resolver=StaticResolver({}), allow_private=True)
-        router = EventRouter(store, queue, SystemClock(), policy)
-        fleet = AwsFleet(store, queue, sink, dynamodb, sim, router)
+        store: DynamoDbConnectionStore = await provide(container.store)
+        router: EventRouter = await provide(container.core.router)
+        fleet = AwsFleet(container, store, dynamodb, sim, router)
         try:
             yield fleet
         finally:
@@ -114,7 +125,7 @@ async def test_three_workers_on_aws_adapters_survive_crash_and_handoff_without_l
     fleet: AwsFleet,
 ) -> None:
     for name in ("w1", "w2", "w3"):
-        fleet.add(name)
+        await fleet.add(name)
     ids = [f"m{i}" for i in range(6)]
     for cid in ids:
         await fleet.router.start(cid, fleet.sim.url(cid))
@@ -137,7 +148,7 @@ async def test_three_workers_on_aws_adapters_survive_crash_and_handoff_without_l
 
     # Graceful handoff: another worker leaves; a fresh one joins.
     leaving = next(n for n, (_, _, t) in fleet.workers.items() if not t.done())
-    fleet.add("w4")
+    await fleet.add("w4")
     worker, _, task = fleet.workers[leaving]
     worker.request_shutdown()
     await asyncio.wait_for(task, CONFIG.shutdown_budget_s + 5)
