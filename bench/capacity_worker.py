@@ -59,6 +59,9 @@ class WarningCounter(logging.Handler):
         self.seen[f"{record.name}: {str(record.msg)[:80]}"] += 1
 
 
+START_CONCURRENCY = 32
+
+
 def store_requests(store: ConnectionStore) -> int:
     """DynamoDB requests the store has made (0 for the local stores, which count none)."""
     return sum(store.requests.values()) if isinstance(store, DynamoDbConnectionStore) else 0
@@ -149,12 +152,23 @@ async def main(args: argparse.Namespace) -> None:
         started = 0
         for target in args.steps:
             paced = time.monotonic()
+            # STARTs overlap as many users' would: one at a time, a store a few ms away caps
+            # the ramp at a few hundred per second (DynamoDB Local under load: tens).
+            in_flight: set[asyncio.Task[Any]] = set()
             while started < target:
                 cid = f"{args.prefix}{started:06d}"
-                await router.start(cid, f"{args.sim_url}/stream/{cid}{args.query}")
+                url = f"{args.sim_url}/stream/{cid}{args.query}"
+                in_flight.add(asyncio.create_task(router.start(cid, url)))
+                if len(in_flight) >= START_CONCURRENCY:
+                    done, in_flight = await asyncio.wait(
+                        in_flight, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    for task in done:
+                        task.result()  # a failed START fails the run, loudly
                 started += 1
                 paced += 1 / args.start_rate  # STARTs arrive at a bounded rate, as from users
                 await asyncio.sleep(max(0.0, paced - time.monotonic()))
+            await asyncio.gather(*in_flight)
             streaming, ramp_s = await wait_open(worker, target, args.ramp_timeout)
             await asyncio.sleep(args.settle)
             sink.reset()
