@@ -43,6 +43,7 @@ from application.ports import (
     NotificationQueue,
     UpstreamConnector,
 )
+from application.deaths import WorkerDeaths
 from application.router import EventRouter
 from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
@@ -108,6 +109,7 @@ class CoreContainer(containers.DeclarativeContainer):
         EventRouter, store=store, queue=queue, clock=clock, url_policy=url_policy
     )
     api = providers.Singleton(EventApi, router=router, clock=clock)
+    deaths = providers.Singleton(WorkerDeaths, store=store, queue=queue, clock=clock)
     # A Factory: the worker id is given per process incarnation, `core.worker(worker_id=...)`.
     worker = providers.Factory(
         new_worker,

@@ -132,6 +132,22 @@ _PROCESS = (
         "(bench/RESULTS.md); reference counting still frees almost everything at once.",
     ),
     _s(
+        "WORKER_ID",
+        "worker_id",
+        OrNone(
+            Text(
+                r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}",
+                "1-128 of A-Z a-z 0-9 . _ - (first a letter or digit)",
+            )
+        ),
+        None,
+        "The worker's id, chosen by whoever starts it (`wsfleet fleet`, a systemd unit) so that "
+        "it can end the worker's sessions the moment the process is gone "
+        "(`wsfleet end-session --worker`). Must be new for every process start: a restarted "
+        "worker must never reuse its predecessor's id. Unset: `<ECS task id or host "
+        "name>-<8 random hex>`.",
+    ),
+    _s(
         "API_HOST",
         "api_host",
         Text(r"[0-9A-Za-z.:-]{1,255}", "an address to bind"),
