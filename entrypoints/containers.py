@@ -34,6 +34,7 @@ from adapters.sqs import SqsNotificationQueue
 from adapters.system.clock import SystemClock
 from adapters.system.resolver import SystemResolver
 from adapters.websocket import WebSocketConnector, WebSocketOptions
+from application.deaths import WorkerDeaths
 from application.errors import ConfigurationError
 from application.ports import (
     Clock,
@@ -43,7 +44,6 @@ from application.ports import (
     NotificationQueue,
     UpstreamConnector,
 )
-from application.deaths import WorkerDeaths
 from application.router import EventRouter
 from application.url_policy import UrlPolicy
 from application.worker.worker import Worker

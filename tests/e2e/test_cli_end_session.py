@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,10 +38,10 @@ async def _ended(store: ConnectionStore) -> list[str]:
     return sorted(s.session_id for s in await store.list_sessions() if not s.is_live(now))
 
 
-def _run(args: list[str], env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> dict:  # type: ignore[type-arg]
+def _run(args: list[str], env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> Any:
     capsys.readouterr()
     assert main(["end-session", *args, "--json"], environ=env) == 0, capsys.readouterr().err
-    document: dict = json.loads(capsys.readouterr().out)  # type: ignore[type-arg]
+    document: Any = json.loads(capsys.readouterr().out)
     return document
 
 

@@ -46,7 +46,7 @@ class Setup:
             await self.store.start(cid, URL, now)
             assert await self.store.try_acquire(cid, session_id, now) is not None
 
-    async def hints(self) -> list[str | None]:
+    async def hints(self) -> list[str]:
         return sorted(
             str(d.connection_id) for d in await self.queue.receive(max_messages=10, wait_s=0)
         )
