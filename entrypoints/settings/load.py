@@ -74,6 +74,8 @@ class Settings:
     upstream_tls_read_buffer_bytes: int
     chaos_control: str | None  # tests/chaos only
     worker_id: str | None
+    worker_cluster_arn: str | None
+    worker_service: str | None
     worker: WorkerConfig
 
 

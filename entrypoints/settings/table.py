@@ -148,6 +148,29 @@ _PROCESS = (
         "name>-<8 random hex>`.",
     ),
     _s(
+        "WORKER_CLUSTER_ARN",
+        "worker_cluster_arn",
+        OrNone(
+            Text(
+                r"arn:[A-Za-z0-9-]+:ecs:[A-Za-z0-9-]+:\d{12}:cluster/[A-Za-z0-9_-]{1,255}",
+                "an ECS cluster ARN",
+            )
+        ),
+        None,
+        "The deaths Lambda (entrypoints/lambda_deaths): the cluster of the worker service, whose "
+        "STOPPED tasks' sessions it ends; events about any other cluster are ignored.",
+        frozenset({ROUTER}),
+    ),
+    _s(
+        "WORKER_SERVICE",
+        "worker_service",
+        OrNone(Text(r"[A-Za-z0-9_-]{1,255}", "an ECS service name")),
+        None,
+        "The deaths Lambda: the worker service's name (the task's group is `service:<name>`); "
+        "tasks of any other service are ignored.",
+        frozenset({ROUTER}),
+    ),
+    _s(
         "API_HOST",
         "api_host",
         Text(r"[0-9A-Za-z.:-]{1,255}", "an address to bind"),
