@@ -137,6 +137,19 @@ run "iam_actions_per_role" {
 
   assert {
     condition = toset([
+      for action in flatten([for s in data.aws_iam_policy_document.deaths.statement : s.actions]) :
+      action if !can(regex("^(kms|logs|ecr):", action))
+    ]) == toset(jsondecode(file("${path.module}/tests/code_facts.json")).iam_actions.deaths)
+    error_message = "The deaths Lambda role's actions differ from what the use case calls."
+  }
+
+  assert {
+    condition     = aws_lambda_function.deaths.role == aws_iam_role.deaths.arn
+    error_message = "The deaths Lambda does not run under its own role."
+  }
+
+  assert {
+    condition = toset([
       for action in flatten([for s in data.aws_iam_policy_document.operator.statement : s.actions]) :
       action if !can(regex("^(kms|logs|ecr):", action))
     ]) == toset(jsondecode(file("${path.module}/tests/code_facts.json")).iam_actions.operator)
