@@ -165,6 +165,7 @@ async def run_deaths(
     from_kill: list[float] = []
     timeouts = {"kill": 0, "false_report": 0}
     reports: list[dict[str, Any]] = []
+    per_kill: list[dict[str, Any]] = []
     began = wall_ms()
     try:
         run.ids = [f"{backend.name}-d{i:03d}" for i in range(connections)]
@@ -188,10 +189,16 @@ async def run_deaths(
             found, missing = await run.wait_each(moved, run.connected_since(at))
             timeouts["kill"] += missing
             seen = await run.exited_at(victim)
-            for connected in found.values():
-                from_kill.append((connected - at) / 1000)
-                if seen is not None:
-                    observed.append((connected - seen) / 1000)
+            mine = [(t - seen) / 1000 for t in found.values()] if seen is not None else []
+            observed.extend(mine)
+            from_kill.extend((t - at) / 1000 for t in found.values())
+            per_kill.append(
+                {
+                    "connections": len(moved),
+                    "reaped_after_s": None if seen is None else (seen - at) / 1000,
+                    "observed_to_subscribe_s": summary(mine),
+                }
+            )
             await run.settled(workers)
         for number in range(1, false_reports + 1):
             log.info("%s deaths: false report %d/%d", backend.name, number, false_reports)
@@ -234,6 +241,7 @@ async def run_deaths(
             "observed_to_subscribe": summary(observed),
             "kill_to_subscribe": summary(from_kill),
         },
+        "per_kill": per_kill,
         "false_reports": reports,
         "most_subscribers": peak,
         "overlap_ms_max": max(overlaps, default=0),

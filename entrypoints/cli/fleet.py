@@ -121,18 +121,21 @@ class Supervisor:
             )
             code = await self._reap(child)
             del self._children[slot]
-            await self._report(worker_id, code)
-            if self._stopping.is_set():
-                return
+            stopping = self._stopping.is_set()
             wait_s = delay
             quick_failure = code != 0 and time.monotonic() - started < STABLE_S
             delay = min(delay * 2, MAX_RESTART_DELAY_S) if quick_failure else self._restart_delay_s
-            log.warning(
-                "fleet worker exited (%s); restarting in %.1f s",
+            # Logged as soon as it is reaped (bench/deaths.py times the takeover from here).
+            log.log(
+                logging.INFO if stopping else logging.WARNING,
+                "fleet worker exited (%s)%s",
                 _describe(code),
-                wait_s,
+                "" if stopping else f"; restarting in {wait_s:.1f} s",
                 extra={"slot": slot, "child_worker_id": worker_id},
             )
+            await self._report(worker_id, code)
+            if self._stopping.is_set():
+                return
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait_s):
                     await self._stopping.wait()
