@@ -41,6 +41,7 @@ log = logging.getLogger("bench.deaths")
 WAIT_S = 20.0  # below the lease: a heal slower than this is a timeout, not waited for
 EXITED = "fleet worker exited"
 STARTED = "fleet worker started"
+READY = "running (lease"  # a worker's log line once it streams
 
 
 class DeathsRun:
@@ -88,8 +89,14 @@ class DeathsRun:
         while asyncio.get_running_loop().time() < deadline:
             await self.refresh()
             running = sum(1 for pid in (await self.children()).values() if _alive(pid))
-            if running == workers and all(
-                records.live_count(self.streams.get(c)) == 1 for c in self.ids
+            # Every child ever started has finished starting (its start-up costs a second of
+            # CPU that a takeover measured meanwhile would share).
+            started = len(await self.children())
+            ready = self.supervisor.output().count(READY) >= started
+            if (
+                running == workers
+                and ready
+                and all(records.live_count(self.streams.get(c)) == 1 for c in self.ids)
             ):
                 return
             await asyncio.sleep(0.1)

@@ -69,7 +69,10 @@ async def poll_queue(
                 else:
                     wanted.setdefault(delivery.connection_id, []).append(delivery.receipt)
             # Duplicates and redeliveries of what is ours already are just deleted.
-            to_take = [(cid, False) for cid in wanted if cid not in sessions]
+            # Whether the owner released it or died (a known death's hint) is not known here.
+            to_take: list[tuple[str, bool | None]] = [
+                (cid, None) for cid in wanted if cid not in sessions
+            ]
             # Filled up while polling (reconciliation took some): another worker may have
             # room, so those hints are given back; deleting them would leave the connections
             # to reconciliation.

@@ -45,7 +45,7 @@ class Sessions:
             return 0
         return self._ctx.config.max_connections - len(self._running) - len(self._acquiring)
 
-    async def take_each(self, candidates: Sequence[tuple[str, bool]]) -> list[str]:
+    async def take_each(self, candidates: Sequence[tuple[str, bool | None]]) -> list[str]:
         """Take each (connection_id, expired_owner) while there is room, in order, in waves of
         up to `TakeLimit.current` acquisitions at once (see take_limit.py: one at a time, a
         dead worker's share of thousands would move at one store round trip per connection).
@@ -70,12 +70,16 @@ class Sessions:
                 raise errors[0]
         return no_room
 
-    async def take(self, connection_id: str, *, expired_owner: bool = False) -> bool:
+    async def take(self, connection_id: str, *, expired_owner: bool | None = False) -> bool:
         """Acquire the lease, and only then start streaming. False if not ours to take."""
         return await self._take(connection_id, expired_owner, [])
 
     async def _take_if_room(
-        self, connection_id: str, expired_owner: bool, no_room: list[str], round_trips: list[float]
+        self,
+        connection_id: str,
+        expired_owner: bool | None,
+        no_room: list[str],
+        round_trips: list[float],
     ) -> None:
         if self.free <= 0 and connection_id not in self:
             no_room.append(connection_id)
@@ -83,8 +87,11 @@ class Sessions:
         await self._take(connection_id, expired_owner, round_trips)
 
     async def _take(
-        self, connection_id: str, expired_owner: bool, round_trips: list[float]
+        self, connection_id: str, expired_owner: bool | None, round_trips: list[float]
     ) -> bool:
+        """`expired_owner`: True for an orphan whose owner's session is dead (a takeover), False
+        for one with no owner (new, or released with its final checkpoint), None when the caller
+        cannot know (a hint: a release's, or a known death's, application/deaths.py)."""
         ctx, keeper = self._ctx, self._keeper
         if connection_id in self or self.free <= 0:
             return False
@@ -108,9 +115,12 @@ class Sessions:
                 ctx.metrics.count(ACQUISITION_CONFLICTS)
                 return False
             # Only a takeover can find more stored than the checkpoint says: a release records
-            # the final checkpoint of everything written (one read saved per handoff).
+            # the final checkpoint of everything written (one read saved per handoff). A hint
+            # may be a death's: read it (after a handoff nothing lies past the checkpoint).
             resume = (
-                await self._resume_point(acquired) if expired_owner else acquired.checkpoint_seq
+                acquired.checkpoint_seq
+                if expired_owner is False
+                else await self._resume_point(acquired)
             )
         finally:
             self._acquiring.discard(connection_id)

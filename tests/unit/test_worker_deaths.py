@@ -3,6 +3,7 @@ In-memory store and queue, fake clock."""
 
 from collections.abc import Sequence
 
+import attrs
 import pytest
 
 from adapters.memory.clock import FakeClock
@@ -12,6 +13,7 @@ from application.deaths import WorkerDeaths
 from application.errors import QueueUnavailable
 from application.ports import Delivery
 from domain import InvalidCommand, SessionEnded, SessionOpened
+from tests.support.fleet import Fleet
 
 LEASE = 30_000
 URL = "wss://feeds.example.com/s"
@@ -177,3 +179,31 @@ async def test_a_bad_worker_id_is_refused_and_changes_nothing(app: Setup, bad: s
 
     assert await app.live("w-0badcafe#1")
     assert await app.hints() == []
+
+
+async def test_a_reported_crash_moves_its_connections_at_once_resuming_after_what_is_stored(
+    fleet: Fleet,
+) -> None:
+    """A crash reported at once (the supervisor reaped it): its connections move through the
+    hints well inside the 30 s lease, and each new owner resumes after what the sink stored,
+    not from the store's (hourly) checkpoint: nothing is received or written twice."""
+    for name in ("w1", "w2", "w3"):
+        fleet.add_worker(name, attrs.evolve(fleet.config, lease_ms=30_000))
+    urls = {f"c{i}": await fleet.start(f"c{i}") for i in range(9)}
+    await fleet.clock.run_until(lambda: all(fleet.owner_of(c) for c in urls), 5)
+    await fleet.clock.advance(5)
+    victim = max(fleet.members, key=lambda n: len(fleet.streamed_by(n)))
+    moved = fleet.streamed_by(victim)
+
+    await fleet.crash(victim)
+    await WorkerDeaths(fleet.store, fleet.queue, fleet.clock).worker_died(victim, "reaped")
+    took = await fleet.clock.run_until(lambda: all(fleet.owner_of(c) for c in moved), 20)
+
+    assert took < 2.0  # the hints, not the lease (30 s) nor a reconciliation pass
+    await fleet.clock.advance(3)
+    for cid in moved:
+        stream = fleet.upstream.streams[urls[cid]]
+        resumed_from = stream.log[-1][2]
+        assert resumed_from > 1, f"{cid} replayed from the start"
+        fleet.assert_sink_complete(cid, urls[cid], upto=max(fleet.sink.seqs(cid)))
+    assert fleet.sink.rewrites == 0
