@@ -126,9 +126,13 @@ async def test_a_killed_child_is_reaped_its_connections_move_at_once_and_it_rest
         moved = [c for c, o in held.items() if o == victim]
         os.kill(first[victim], signal.SIGKILL)
 
-        after = await until(settled, "the victim's connections have a new owner")
-        # Not by expiry: the victim's session was ended by the supervisor that reaped it.
-        assert all(after[c] != victim for c in moved)
+        async def moved_on() -> dict[str, str] | None:
+            found = await settled()
+            return found if found and all(found[c] != victim for c in moved) else None
+
+        # Not by expiry (the lease is 30 s, this waits at most 20): the victim's session was
+        # ended by the supervisor that reaped it.
+        await until(moved_on, "the victim's connections have a new owner")
         (session,) = [s for s in await store.list_sessions() if worker_of(s.session_id) == victim]
         assert session.ended_reason is not None
         assert "reaped by wsfleet fleet" in session.ended_reason

@@ -141,7 +141,8 @@ def test_a_stopped_task_s_sessions_end_and_its_connections_are_hinted(
         "ECS task STOPPED: EssentialContainerExited Essential container in task exited"
     )
     assert sessions[f"{OTHER}#1"].is_live(_now())
-    assert _hints(stack, deployment) == ["a", "a", "b", "b"]  # once per delivery
+    # Two rounds per delivery (application/deaths.py: SECOND_ROUND_S), two deliveries.
+    assert _hints(stack, deployment) == ["a"] * 4 + ["b"] * 4
 
 
 # One test per kind (each case inside): the store is set up once, not once per case.

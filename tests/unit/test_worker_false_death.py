@@ -6,6 +6,7 @@ lost or stored twice; the overlap of two subscribers ends with that fence.
 Not run in the `fleet` fixture: that judge forbids any overlap at all, and this one is allowed
 up to the fence (the victim cannot know before its renew is refused)."""
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import attrs
@@ -44,9 +45,11 @@ async def test_a_live_worker_reported_dead_fences_reopens_and_loses_nothing(
     assert moved
     reported_at = fleet.clock.monotonic()
 
-    outcome = await WorkerDeaths(fleet.store, fleet.queue, fleet.clock).worker_died(
-        victim, "a false report"
+    report = asyncio.ensure_future(
+        WorkerDeaths(fleet.store, fleet.queue, fleet.clock).worker_died(victim, "a false report")
     )
+    await fleet.clock.run_until(report.done, 5)
+    outcome = report.result()
     assert outcome.ended == (first_session,)
 
     # The victim fences on its next renew (within a heartbeat) and reopens under a new id...
