@@ -28,6 +28,9 @@ mock_provider "aws" {
       invoke_arn = "arn:aws:apigateway:eu-west-1:lambda:path/2015-03-31/functions/arn:aws:lambda:eu-west-1:123456789012:function:mock/invocations"
     }
   }
+  mock_resource "aws_cloudwatch_event_rule" {
+    defaults = { arn = "arn:aws:events:eu-west-1:123456789012:rule/mock" }
+  }
   mock_resource "aws_ecs_cluster" {
     defaults = { arn = "arn:aws:ecs:eu-west-1:123456789012:cluster/mock" }
   }
