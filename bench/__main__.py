@@ -14,6 +14,7 @@ from bench import machine
 from bench.backends import Backend, open_aws_backend, open_embedded_backend
 from bench.capacity import run_capacity, run_floor
 from bench.cost import run_cost
+from bench.deaths import run_deaths
 from bench.fleet_scenario import run_fleet
 from bench.ingest import run_ingest
 from bench.limits import raise_open_files
@@ -25,6 +26,7 @@ from entrypoints.devstack.process import ProcessError
 
 SUITES = (
     "fleet",
+    "deaths",
     "store-cost",
     "cost",
     "capacity",
@@ -68,6 +70,35 @@ async def fleet(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]
             results.append({**result, "rate": rate})
     if failures:
         log.error("fleet runs that did not finish: %s", json.dumps(failures, indent=1))
+    return results
+
+
+async def deaths(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
+    """Scenarios (b) and (c) of issue 14 per backend: see bench/deaths.py."""
+    results = []
+    for name in args.backends:
+        async with AsyncExitStack() as stack:
+            backend: Backend
+            if name == "aws":
+                backend = await stack.enter_async_context(
+                    open_aws_backend(log_dir, name="deaths-local-aws")
+                )
+            else:
+                backend = await stack.enter_async_context(
+                    open_embedded_backend(log_dir / "deaths-embedded-data")
+                )
+            # At 20 messages/s per connection the DynamoDB sink on DynamoDB Local falls behind
+            # (bench/RESULTS.md section 11) and a takeover waits for it: 2/s on the AWS adapters.
+            rate = 2.0 if backend.aws is not None else 20.0
+            if backend.aws is not None and args.aws_rate is not None:
+                rate = args.aws_rate
+            sim = await simulator(log_dir, rate=rate, name=f"{name}-deaths-simulator").start()
+            stack.push_async_callback(sim.stop)
+            try:
+                results.append(await run_deaths(backend, sim, log_dir, **args.deaths))
+            except (TimeoutError, RuntimeError, ProcessError) as exc:
+                log.error("the %s deaths run did not finish: %s", name, exc)
+                results.append({"backend": name, "error": str(exc)[:2000]})
     return results
 
 
@@ -162,6 +193,8 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
         log.info("running %s (logs in %s)", suite, log_dir)
         if suite == "fleet":
             results["fleet"] = await fleet(args, log_dir)
+        elif suite == "deaths":
+            results["deaths"] = await deaths(args, log_dir)
         elif suite == "cost":
             results["cost"] = await run_cost(log_dir, window_s=args.cost_window)
         elif suite == "store-cost":
@@ -251,6 +284,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[10, 100, 10_000],
         help="connections owned by the worker's session in the store-cost steady state",
     )
+    p.add_argument("--kills", type=int, default=8, help="deaths: supervised SIGKILLs")
+    p.add_argument("--false-reports", type=int, default=3, help="deaths: false death reports")
+    p.add_argument("--deaths-lease-ms", type=int, default=30_000, help="deaths: the lease")
     p.add_argument("--out", default=str(Path(__file__).parent / "out"))
     p.add_argument("--quick", action="store_true", help="a smoke run: tiny and fast")
     args = p.parse_args(argv)
@@ -258,7 +294,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.rounds, args.connections, args.steps, args.window = 1, 6, [20], 2.0
         args.aws_steps = [20]
         args.store_cost_counts = [10]
+        args.kills, args.false_reports = 2, 1
     args.fleet = {"connections": args.connections, "rounds": args.rounds}
+    args.deaths = {
+        "connections": min(args.connections, 30),
+        "kills": args.kills,
+        "false_reports": args.false_reports,
+        "lease_ms": args.deaths_lease_ms,
+    }
     return args
 
 

@@ -19,6 +19,61 @@ def _fmt(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+# Issue 14 (b): a supervised crash is taken over within this long of the exit being observed.
+KNOWN_DEATH_P99_TARGET_S = 1.0
+
+
+def _deaths_rows(runs: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    out: list[tuple[str, str, str, str]] = []
+    for run in runs:
+        if "error" in run:
+            out.append((f"{run['backend']}: known deaths", "did not finish", "-", "FAIL"))
+            continue
+        name = f"{run['backend']} ({run.get('engine', '?')}), lease {run['lease_ms'] / 1000:g} s"
+        s = run["latency_s"]["observed_to_subscribe"]
+        ok = (
+            s["p99"] is not None
+            and s["p99"] <= KNOWN_DEATH_P99_TARGET_S
+            and not run["timeouts"]["kill"]
+        )
+        out.append(
+            (
+                f"{name}: supervised SIGKILL, exit seen -> new subscribe s",
+                f"p50 {_fmt(s['p50'])} p99 {_fmt(s['p99'])} (n={s['n']})",
+                f"p99 <= {KNOWN_DEATH_P99_TARGET_S}",
+                _ok(ok),
+            )
+        )
+        k = run["latency_s"]["kill_to_subscribe"]
+        out.append(
+            (
+                f"{name}: supervised SIGKILL -> new subscribe s",
+                f"p50 {_fmt(k['p50'])} p99 {_fmt(k['p99'])} (n={k['n']})",
+                "info",
+                "info",
+            )
+        )
+        healed = [r["healed_s"]["max"] for r in run["false_reports"] if r["healed_s"]["max"]]
+        out.append(
+            (
+                f"{name}: false death report, one subscriber again after s (max)",
+                _fmt(max(healed, default=None)),
+                "info",
+                "info",
+            )
+        )
+        v = run["verdict"]
+        out.append(
+            (
+                f"{name}: deaths lost / duplicated / most subscribers",
+                f"{v['lost']} / {v['duplicated']} / {run['most_subscribers']}",
+                "0 / 0 / <=2 (2 only until the fence)",
+                _ok(v["lost"] == 0 and v["duplicated"] == 0 and run["most_subscribers"] <= 2),
+            )
+        )
+    return out
+
+
 def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     out: list[tuple[str, str, str, str]] = []
     for fleet in results.get("fleet", []):
@@ -45,6 +100,7 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 _ok(v["connections_with_two_subscribers"] == 0),
             )
         )
+    out.extend(_deaths_rows(results.get("deaths", [])))
     cost = results.get("cost")
     if cost:
         out.append(

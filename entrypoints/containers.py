@@ -34,6 +34,7 @@ from adapters.sqs import SqsNotificationQueue
 from adapters.system.clock import SystemClock
 from adapters.system.resolver import SystemResolver
 from adapters.websocket import WebSocketConnector, WebSocketOptions
+from application.deaths import WorkerDeaths
 from application.errors import ConfigurationError
 from application.ports import (
     Clock,
@@ -108,6 +109,7 @@ class CoreContainer(containers.DeclarativeContainer):
         EventRouter, store=store, queue=queue, clock=clock, url_policy=url_policy
     )
     api = providers.Singleton(EventApi, router=router, clock=clock)
+    deaths = providers.Singleton(WorkerDeaths, store=store, queue=queue, clock=clock)
     # A Factory: the worker id is given per process incarnation, `core.worker(worker_id=...)`.
     worker = providers.Factory(
         new_worker,

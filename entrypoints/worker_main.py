@@ -50,7 +50,7 @@ def main(environ: Mapping[str, str] | None = None) -> int:
 
 
 async def run(settings: Settings, environ: Mapping[str, str]) -> int:
-    worker_id = await new_worker_id(environ)
+    worker_id = settings.worker_id or await new_worker_id(environ)
     bind_globally(service=settings.service_name, worker_id=worker_id)
     container = AwsContainer(settings=settings)
     try:

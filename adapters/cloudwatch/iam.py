@@ -8,4 +8,6 @@ WORKER: tuple[str, ...] = ("cloudwatch:PutMetricData",)
 
 ROUTER: tuple[str, ...] = ()  # the router publishes no metrics
 
+DEATHS: tuple[str, ...] = ()  # nor does the deaths Lambda
+
 NAMESPACE_CONDITION_KEY = "cloudwatch:namespace"

@@ -18,6 +18,7 @@ write moves the item's key in that index.
 | renew_session (the heartbeat)  | 1 UpdateItem, no read                      | 0   | 1          |
 | checkpoint                     | 1 UpdateItem, no read                      | 0   | 1          |
 | stop_requested                 | 1 Query on stops-by-owner                  | 0.5 | 0          |
+| owned_by (a death's hints)     | Query on connections-by-owner, all pages   | 0.5 | 0          |
 | iter_orphans                   | sessions Scan + 16 orphan-index Queries    | 9   | 0          |
 |   per dead session, also       | by-owner Query + BatchGetItem per 100      | 0.5 | 0          |
 |                                |   (+ 1 RRU per connection read)            |     |            |
@@ -640,6 +641,15 @@ class DynamoDbConnectionStore(ConnectionStore):
             return []
         ids = await self._queries.owned_ids(session_id, "stop_requested", index=schema.STOP_INDEX)
         return sorted(ids)
+
+    async def owned_by(self, session_id: str) -> Sequence[str]:
+        """Every page of the KEYS_ONLY connections-by-owner index for `session_id`."""
+        self._count("owned_by")
+        try:
+            validate_session_id(session_id)
+        except DomainError:
+            return []
+        return sorted(await self._queries.owned_ids(session_id, "owned_by"))
 
     async def history(self, connection_id: str) -> Sequence[Event]:
         self._count("history")

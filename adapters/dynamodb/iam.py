@@ -64,6 +64,17 @@ ROUTER: Grants = MappingProxyType(
     }
 )
 
+# The deaths Lambda (entrypoints/lambda_deaths, application/deaths.py): find a dead task's
+# sessions (Scan), end each live one (GetItem, then a transaction of an Update + a Put of
+# SessionEnded), list what they own (owner-index Query) to hint it. Nothing else.
+DEATHS: Grants = MappingProxyType(
+    {
+        SESSIONS: ("dynamodb:GetItem", "dynamodb:Scan", "dynamodb:UpdateItem"),
+        OWNER_INDEX: ("dynamodb:Query",),
+        EVENTS: ("dynamodb:PutItem",),
+    }
+)
+
 # `wsfleet status --backend aws`, run by people with their own credentials: read-only.
 OPERATOR: Grants = MappingProxyType(
     {

@@ -152,6 +152,9 @@ class FaultInjectingStore(ConnectionStore):
     async def stop_requested(self, session_id: str) -> Sequence[str]:
         return await self._call("stop_requested", lambda: self._inner.stop_requested(session_id))
 
+    async def owned_by(self, session_id: str) -> Sequence[str]:
+        return await self._call("owned_by", lambda: self._inner.owned_by(session_id))
+
     async def forget_session(self, session_id: str, now_ms: int) -> bool:
         return await self._call(
             "forget_session", lambda: self._inner.forget_session(session_id, now_ms)

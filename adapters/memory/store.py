@@ -111,6 +111,12 @@ class InMemoryConnectionStore(ConnectionStore):
             if c.stop_pending and c.owner == session_id
         )
 
+    async def owned_by(self, session_id: str) -> Sequence[str]:
+        self._count("owned_by")
+        if session_id == NO_OWNER:
+            return []  # "no owner" is nobody's session
+        return sorted(c.connection_id for c in self._states.values() if c.owner == session_id)
+
     async def forget_session(self, session_id: str, now_ms: int) -> bool:
         async with self._lock:
             self._count("forget_session")

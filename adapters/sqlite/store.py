@@ -155,6 +155,12 @@ class SqliteConnectionStore(ConnectionStore):
         )
         return [r[0] for r in rows]
 
+    async def owned_by(self, session_id: str) -> Sequence[str]:
+        rows = await self._read(
+            "owned_by", lambda c: c.execute(sql.OWNED, (session_id,)).fetchall()
+        )
+        return [r[0] for r in rows]
+
     async def forget_session(self, session_id: str, now_ms: int) -> bool:
         self._count("forget_session")
         return await self._db.write(lambda c: steps.forget_session(c, session_id, now_ms))

@@ -66,4 +66,8 @@ STOPS = (
     f"SELECT connection_id FROM {CONNECTIONS} "
     "WHERE desired_state = 'STOPPED' AND owner != '' AND owner = ? ORDER BY connection_id"
 )
+OWNED = (
+    f"SELECT connection_id FROM {CONNECTIONS} WHERE owner != '' AND owner = ? "
+    "ORDER BY connection_id"
+)
 OWNS_ANY = f"SELECT 1 FROM {CONNECTIONS} WHERE owner != '' AND owner = ? LIMIT 1"

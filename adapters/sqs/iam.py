@@ -10,4 +10,6 @@ WORKER: tuple[str, ...] = ("sqs:DeleteMessage", "sqs:ReceiveMessage", "sqs:SendM
 
 ROUTER: tuple[str, ...] = ("sqs:SendMessage",)  # the hint after a START
 
+DEATHS: tuple[str, ...] = ("sqs:SendMessage",)  # a dead task's connections, hinted
+
 OPERATOR: tuple[str, ...] = ("sqs:GetQueueAttributes",)  # queue depth for operators

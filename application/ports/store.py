@@ -115,6 +115,12 @@ class ConnectionStore(abc.ABC):
         (`Connection.stop_pending`): one indexed read, whatever the session holds."""
 
     @abc.abstractmethod
+    async def owned_by(self, session_id: str) -> Sequence[str]:
+        """Ids of the connections whose owner is `session_id`, whatever their desired state,
+        sorted: one indexed read. For hinting a dead session's connections to the survivors
+        (application/deaths.py). May lag behind writes by the index's consistency window."""
+
+    @abc.abstractmethod
     async def forget_session(self, session_id: str, now_ms: int) -> bool:
         """Delete a dead session's item once no connection names it as owner; True if it was
         deleted. A live session, or one that still owns a connection, is kept (False)."""

@@ -133,6 +133,50 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON (the API's views)")
 
     p = command(
+        "end-session",
+        "a worker is certainly gone: end its sessions now and hint its connections to the others",
+        "deaths:end_session",
+    )
+    p.add_argument(
+        "--worker",
+        metavar="WORKER_ID",
+        help="the worker id (every session <WORKER_ID>#<n>); a systemd ExecStopPost= can pass "
+        "the id it gave the worker (WSFLEET_WORKER_ID)",
+    )
+    p.add_argument(
+        "--task", metavar="TASK_ID", help="an ECS task id: every worker id <TASK_ID>-<8 hex>"
+    )
+    p.add_argument(
+        "--session", metavar="SESSION_ID", action="append", help="one session id; repeatable"
+    )
+    p.add_argument(
+        "--reason", default="ended by wsfleet end-session", help="recorded with SessionEnded"
+    )
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+
+    p = command(
+        "fleet",
+        "supervise N worker processes on this host: restart each on exit, end a dead one's "
+        "sessions at once",
+        "fleet:fleet",
+    )
+    p.add_argument("--workers", type=_positive, required=True, help="worker processes to run")
+    p.add_argument("--name", type=_name, help="worker id prefix [the host name]")
+    p.add_argument(
+        "--health-port",
+        type=_port,
+        default=0,
+        help="first health port: worker i listens on PORT+i (0, the default, disables them)",
+    )
+    p.add_argument(
+        "--restart-delay",
+        type=_seconds,
+        default=1.0,
+        help="seconds before restarting a worker that exited; doubled while it keeps failing "
+        "within a minute, up to 30 [1]",
+    )
+
+    p = command(
         "simulate-upstream",
         "serve simulated live upstream streams (ws://HOST:PORT/stream/<id>)",
         None,

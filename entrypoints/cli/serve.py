@@ -32,8 +32,12 @@ async def worker(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         env[PREFIX + "HEALTH_PORT"] = str(args.health_port)
     settings = command_settings(env, writes=True, needs_queue=True)
     setup_logging(settings.log_level)
-    # Unique per incarnation either way: a restarted worker never renews its predecessor's lease.
-    worker_id = worker_id_for(args.name) if args.name else await new_worker_id(env)
+    # Unique per incarnation either way: a restarted worker never renews its predecessor's lease
+    # (a WSFLEET_WORKER_ID is chosen anew per start by its supervisor: `wsfleet fleet`).
+    if settings.worker_id:
+        worker_id = settings.worker_id
+    else:
+        worker_id = worker_id_for(args.name) if args.name else await new_worker_id(env)
     bind_globally(service=settings.service_name, worker_id=worker_id)
     async with open_backend(settings) as container, chaos_faults(container, settings):
         the_worker: Worker = await provide(container.core.worker, worker_id=worker_id)

@@ -73,6 +73,9 @@ class Settings:
     upstream_ca_file: str | None
     upstream_tls_read_buffer_bytes: int
     chaos_control: str | None  # tests/chaos only
+    worker_id: str | None
+    worker_cluster_arn: str | None
+    worker_service: str | None
     worker: WorkerConfig
 
 

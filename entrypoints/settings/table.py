@@ -132,6 +132,45 @@ _PROCESS = (
         "(bench/RESULTS.md); reference counting still frees almost everything at once.",
     ),
     _s(
+        "WORKER_ID",
+        "worker_id",
+        OrNone(
+            Text(
+                r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}",
+                "1-128 of A-Z a-z 0-9 . _ - (first a letter or digit)",
+            )
+        ),
+        None,
+        "The worker's id, chosen by whoever starts it (`wsfleet fleet`, a systemd unit) so that "
+        "it can end the worker's sessions the moment the process is gone "
+        "(`wsfleet end-session --worker`). Must be new for every process start: a restarted "
+        "worker must never reuse its predecessor's id. Unset: `<ECS task id or host "
+        "name>-<8 random hex>`.",
+    ),
+    _s(
+        "WORKER_CLUSTER_ARN",
+        "worker_cluster_arn",
+        OrNone(
+            Text(
+                r"arn:[A-Za-z0-9-]+:ecs:[A-Za-z0-9-]+:\d{12}:cluster/[A-Za-z0-9_-]{1,255}",
+                "an ECS cluster ARN",
+            )
+        ),
+        None,
+        "The deaths Lambda (entrypoints/lambda_deaths): the cluster of the worker service, whose "
+        "STOPPED tasks' sessions it ends; events about any other cluster are ignored.",
+        frozenset({ROUTER}),
+    ),
+    _s(
+        "WORKER_SERVICE",
+        "worker_service",
+        OrNone(Text(r"[A-Za-z0-9_-]{1,255}", "an ECS service name")),
+        None,
+        "The deaths Lambda: the worker service's name (the task's group is `service:<name>`); "
+        "tasks of any other service are ignored.",
+        frozenset({ROUTER}),
+    ),
+    _s(
         "API_HOST",
         "api_host",
         Text(r"[0-9A-Za-z.:-]{1,255}", "an address to bind"),

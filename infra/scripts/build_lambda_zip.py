@@ -31,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 FIRST_PARTY = ("domain", "application", "adapters", "entrypoints")
 HANDLER_MODULE = "entrypoints.lambda_router.handler"
+# Every handler the package serves: the router, and the deaths Lambda (infra/deaths.tf).
+HANDLER_MODULES = (HANDLER_MODULE, "entrypoints.lambda_deaths.handler")
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024  # Lambda's limit for a function and its layers
 DIRECT_UPLOAD_LIMIT = 50 * 1024 * 1024  # larger zips must go through S3
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
@@ -165,7 +167,11 @@ def write_zip(files: dict[str, Path], output: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=ROOT / "build" / "lambda-router.zip")
-    parser.add_argument("--handler-module", default=HANDLER_MODULE)
+    parser.add_argument(
+        "--handler-module",
+        action="append",
+        help=f"a handler module to package (repeatable) [{', '.join(HANDLER_MODULES)}]",
+    )
     parser.add_argument("--platform", default="manylinux2014_x86_64", help="arm64: ..._aarch64")
     parser.add_argument("--python-version", default="3.11", help="of the Lambda runtime")
     parser.add_argument(
@@ -175,9 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     if not re.fullmatch(r"\d\.\d+", args.python_version):
         parser.error("--python-version: like 3.11")
 
-    modules, external = closure(args.handler_module)
-    if args.handler_module not in modules:
-        parser.error(f"{args.handler_module} is not a module of this project")
+    modules, external = set(), set()
+    for handler_module in args.handler_module or HANDLER_MODULES:
+        found, needs = closure(handler_module)
+        if handler_module not in found:
+            parser.error(f"{handler_module} is not a module of this project")
+        modules |= found
+        external |= needs
     pins = requirements(external)
     if args.list:
         print("\n".join(sorted(modules)))

@@ -28,6 +28,9 @@ mock_provider "aws" {
       invoke_arn = "arn:aws:apigateway:eu-west-1:lambda:path/2015-03-31/functions/arn:aws:lambda:eu-west-1:123456789012:function:mock/invocations"
     }
   }
+  mock_resource "aws_cloudwatch_event_rule" {
+    defaults = { arn = "arn:aws:events:eu-west-1:123456789012:rule/mock" }
+  }
   mock_resource "aws_ecs_cluster" {
     defaults = { arn = "arn:aws:ecs:eu-west-1:123456789012:cluster/mock" }
   }
@@ -133,6 +136,19 @@ run "iam_actions_per_role" {
       action if !can(regex("^(kms|logs|ecr):", action))
     ]) == toset(jsondecode(file("${path.module}/tests/code_facts.json")).iam_actions.router)
     error_message = "The router role's actions differ from what the adapters call."
+  }
+
+  assert {
+    condition = toset([
+      for action in flatten([for s in data.aws_iam_policy_document.deaths.statement : s.actions]) :
+      action if !can(regex("^(kms|logs|ecr):", action))
+    ]) == toset(jsondecode(file("${path.module}/tests/code_facts.json")).iam_actions.deaths)
+    error_message = "The deaths Lambda role's actions differ from what the use case calls."
+  }
+
+  assert {
+    condition     = aws_lambda_function.deaths.role == aws_iam_role.deaths.arn
+    error_message = "The deaths Lambda does not run under its own role."
   }
 
   assert {

@@ -844,6 +844,28 @@ async def test_stop_requested_lists_exactly_the_sessions_stopped_connections_sti
     assert await store.stop_requested("") == []
 
 
+async def test_owned_by_lists_every_connection_a_session_owns_whatever_its_state(
+    store: ConnectionStore,
+) -> None:
+    for i in range(4):
+        await leased(store, f"mine-{i}", "s1")
+    await leased(store, "theirs", "s2")
+    await started(store, "nobodys")
+    await store.stop("mine-1", T + 1)  # STOPPED but still owned: still listed
+    token = (await store.get("mine-2")).token  # type: ignore[union-attr]
+    await store.release("mine-2", "s1", token, 0, T + 2)
+    await store.end_session("s1", "dead", T + 3)  # a dead session's connections stay its own
+
+    assert sorted(await store.owned_by("s1")) == ["mine-0", "mine-1", "mine-3"]
+    assert await store.owned_by("s2") == ["theirs"]
+    assert await store.owned_by("nobody") == []
+    assert await store.owned_by("") == []
+    taken = await store.try_acquire("mine-0", "s2", T + 4)
+    assert taken is not None
+    assert sorted(await store.owned_by("s1")) == ["mine-1", "mine-3"]
+    assert sorted(await store.owned_by("s2")) == ["mine-0", "theirs"]
+
+
 async def test_forget_session_deletes_only_dead_sessions_that_own_nothing(
     store: ConnectionStore,
 ) -> None:
@@ -1011,6 +1033,7 @@ async def test_random_command_sequences_leave_the_same_states_as_the_reference(
         assert await store.get_session(sid) == await reference.get_session(sid)
         assert await store.session_history(sid) == await reference.session_history(sid)
         assert sorted(await store.stop_requested(sid)) == await reference.stop_requested(sid)
+        assert sorted(await store.owned_by(sid)) == await reference.owned_by(sid)
     assert _by_id(await store.list_sessions()) == await reference.list_sessions()
     for at in (now, now + LEASE // 2, now + 4 * LEASE):
         assert await store.next_available_at(at) == await reference.next_available_at(at)

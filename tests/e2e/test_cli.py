@@ -19,7 +19,18 @@ from entrypoints.worker.identity import name_of
 from tests.e2e.cli_process import cli_process, run_cli
 from tests.support.deployment import create_deployment_sync
 
-COMMANDS = ("worker", "api", "start", "stop", "status", "history", "simulate-upstream", "demo")
+COMMANDS = (
+    "worker",
+    "api",
+    "start",
+    "stop",
+    "status",
+    "history",
+    "end-session",
+    "fleet",
+    "simulate-upstream",
+    "demo",
+)
 # Short timings; the health endpoint off (several processes on one host share no port).
 FAST = {
     "WSFLEET_LEASE_MS": "2000",

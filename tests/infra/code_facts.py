@@ -40,6 +40,7 @@ def facts() -> dict[str, Any]:
     roles = {
         "worker": (dynamodb_iam.WORKER, sqs_iam.WORKER, cloudwatch_iam.WORKER),
         "router": (dynamodb_iam.ROUTER, sqs_iam.ROUTER, cloudwatch_iam.ROUTER),
+        "deaths": (dynamodb_iam.DEATHS, sqs_iam.DEATHS, cloudwatch_iam.DEATHS),
         "operator": (dynamodb_iam.OPERATOR, sqs_iam.OPERATOR, ()),
     }
     iam = {

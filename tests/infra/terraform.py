@@ -96,6 +96,11 @@ class Terraform:
         if text == "aws_sqs_queue.hints.url":
             name = self.evaluate(self.resource("aws_sqs_queue", "hints")["name"])
             return f"https://sqs.{STAND_IN_REGION}.amazonaws.com/{STAND_IN_ACCOUNT}/{name}"
+        if text == "aws_ecs_cluster.main.arn":
+            name = self.evaluate(self.resource("aws_ecs_cluster", "main")["name"])
+            return f"arn:aws:ecs:{STAND_IN_REGION}:{STAND_IN_ACCOUNT}:cluster/{name}"
+        if text == "aws_ecs_service.worker.name":
+            return self.evaluate(self.resource("aws_ecs_service", "worker")["name"])
         if match := re.fullmatch(r"aws_dynamodb_table\.(\w+)\.name", text):
             return self.evaluate(self.resource("aws_dynamodb_table", match.group(1))["name"])
         raise AssertionError(f"tests/infra/terraform.py cannot evaluate ${{{text}}}: teach it")

@@ -42,6 +42,22 @@ def test_package_holds_the_handler_terraform_names_and_everything_it_imports(
     assert "entrypoints.worker_main" not in modules  # the worker process is not the router's
 
 
+def test_package_holds_the_deaths_handler_terraform_names_and_needs_nothing_more(
+    builder: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tf = load()
+    handler = tf.evaluate(tf.resource("aws_lambda_function", "deaths")["handler"])
+    module = handler.rpartition(".")[0]
+    assert module in builder.HANDLER_MODULES
+    modules, external = builder.closure(module)
+    _, router_external = builder.closure(builder.HANDLER_MODULE)
+    assert {"application.deaths", "entrypoints.lambda_deaths.events"} <= modules
+    assert external <= router_external  # no distribution beyond the router's
+    assert builder.main(["--list"]) == 0  # the default build packages both handlers
+    listed = capsys.readouterr().out.split()
+    assert {"entrypoints.lambda_router.handler", "entrypoints.lambda_deaths.handler"} <= set(listed)
+
+
 def test_dependencies_are_what_the_router_imports_at_run_time_pinned_to_tested_versions(
     builder: ModuleType,
 ) -> None:

@@ -53,6 +53,7 @@ _OTHER_RESOURCES = {
     "*": _ANY,
     "${local.kms_key_arn}": _KEY,
     "${aws_cloudwatch_log_group.router.arn}:*": _LOGS,
+    "${aws_cloudwatch_log_group.deaths.arn}:*": _LOGS,
 }
 # KMS through DynamoDB and SQS: what their server-side encryption needs from the caller.
 _KMS_ACTIONS = {"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}
@@ -167,6 +168,7 @@ def test_worker_and_router_get_the_environments_defined_for_them(tf: Terraform) 
     [
         (WORKER, ("shared_environment", "worker_only_environment")),
         (ROUTER, ("shared_environment",)),
+        (ROUTER, ("shared_environment", "deaths_only_environment")),
     ],
 )
 def test_every_environment_variable_is_a_setting_the_process_reads(
@@ -182,6 +184,7 @@ def test_every_environment_variable_is_a_setting_the_process_reads(
     [
         (WORKER, ("shared_environment", "worker_only_environment")),
         (ROUTER, ("shared_environment",)),
+        (ROUTER, ("shared_environment", "deaths_only_environment")),
     ],
 )
 def test_environments_load_as_valid_aws_settings(
@@ -278,6 +281,7 @@ def _grants(tf: Terraform, document: str) -> tuple[dict[str, set[str]], list[dic
     [
         ("worker", dynamodb_iam.WORKER, sqs_iam.WORKER, cloudwatch_iam.WORKER),
         ("router", dynamodb_iam.ROUTER, sqs_iam.ROUTER, cloudwatch_iam.ROUTER),
+        ("deaths", dynamodb_iam.DEATHS, sqs_iam.DEATHS, cloudwatch_iam.DEATHS),
         ("operator", dynamodb_iam.OPERATOR, sqs_iam.OPERATOR, ()),
     ],
 )
@@ -333,6 +337,25 @@ def test_lambda_runs_the_routers_handler_function(tf: Terraform) -> None:
     module = importlib.import_module(module_name)
     assert callable(getattr(module, function))
     assert tf.evaluate("${local.router_runtime}") == "python3.11"
+
+
+def test_the_deaths_lambda_runs_its_handler_under_its_own_role_on_the_worker_service(
+    tf: Terraform,
+) -> None:
+    deaths = tf.resource("aws_lambda_function", "deaths")
+    module_name, _, function = tf.evaluate(deaths["handler"]).rpartition(".")
+    assert callable(getattr(importlib.import_module(module_name), function))
+    assert deaths["role"] == "${aws_iam_role.deaths.arn}"
+    assert deaths["filename"] == "${var.router_zip_path}"  # the router's package
+    assert deaths["environment"] == [{"variables": "${local.deaths_environment}"}]
+    target = tf.resource("aws_cloudwatch_event_target", "deaths")
+    assert target["arn"] == "${aws_lambda_function.deaths.arn}"
+    pattern = tf.resource("aws_cloudwatch_event_rule", "worker_task_stopped")["event_pattern"]
+    for needed in ('"source": ["aws.ecs"]', '"detail-type": ["ECS Task State Change"]',
+                   '"clusterArn": ["${aws_ecs_cluster.main.arn}"]',
+                   '"group": ["service:${aws_ecs_service.worker.name}"]',
+                   '"lastStatus": ["STOPPED"]'):  # fmt: skip
+        assert needed in pattern, needed
 
 
 def test_container_health_check_runs_the_workers_healthcheck_module(tf: Terraform) -> None:
@@ -414,7 +437,7 @@ def test_operability_alarms_watch_the_workers_own_metrics(
 # parsed files too, so that `make test` keeps every one of its facts.
 
 
-@pytest.mark.parametrize("role", ["worker", "router"])
+@pytest.mark.parametrize("role", ["worker", "router", "deaths"])
 def test_each_roles_policy_is_the_document_checked_above_attached_to_that_role(
     tf: Terraform, role: str
 ) -> None:

@@ -235,6 +235,7 @@ QUERY_CALLS: dict[str, Callable[[ConnectionStore], Awaitable[object]]] = {
     "iter_orphans": _orphans,
     "next_available_at": lambda s: s.next_available_at(NOW),
     "stop_requested": lambda s: s.stop_requested("s1"),
+    "owned_by": lambda s: s.owned_by("s1"),
     "forget_session": lambda s: s.forget_session("s2", NOW + 20_000),
     "history": lambda s: s.history("c1"),
     "session_history": lambda s: s.session_history("s1"),

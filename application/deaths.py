@@ -1,0 +1,135 @@
+"""Known deaths: end the sessions of a worker that is certainly gone, then hint its connections.
+
+When something knows a worker process is gone (its supervisor reaped it, ECS reported its task
+STOPPED), waiting for its session to expire only delays the takeover. This use case ends every
+live session of that worker (`EndSession`: its connections are orphans at once) and sends a hint
+per connection still owned by any of its dead sessions, so a survivor takes each at once instead
+of at its next reconciliation pass.
+
+Only a certain death may be reported: the process is gone, not merely slow. A report about a
+live worker is still safe (its next renew is refused, it fences every connection and opens a new
+session; tests/integration/test_false_death.py), it only costs that worker its connections.
+
+Idempotent: a session already dead is not written again, and hints for connections that have
+new owners already are refused by the store's acquire (a hint is never a guarantee). Repeating
+a report re-sends the hints for whatever the dead sessions still own, so a retry after the
+queue failed still gets the hints out. Each hint is sent twice (SECOND_ROUND_S).
+"""
+
+import logging
+import re
+from collections.abc import Callable
+
+import attrs
+
+from application.errors import QueueUnavailable
+from application.ports import Clock, ConnectionStore, NotificationQueue
+from application.worker.session_keeper import session_id_of, worker_of
+from domain import InvalidCommand, WorkerSession, validate_session_id
+
+log = logging.getLogger(__name__)
+
+# A worker id is a base (an ECS task id, a host name, a chosen name) plus "-" and 8 hex digits
+# (entrypoints/worker/identity.py); an ECS task's sessions are found by that base.
+WORKER_SUFFIX = re.compile(r"-[0-9a-f]{8}")
+MAX_REASON = 200
+# The hints go out twice, this long apart. A worker killed during a long poll leaves that
+# receive open on a remote queue, and SQS (moto too) hands the first messages that arrive to
+# it: up to a batch of the dead worker's hints would stay invisible for a visibility timeout
+# (bench/deaths.py saw 4 s on the AWS adapters). The abandoned poll returns with its batch as
+# soon as the first round arrives, so the second round reaches the live workers; a duplicate
+# costs a receive and a refused acquire.
+SECOND_ROUND_S = 0.3
+
+_Match = Callable[[WorkerSession], bool]
+
+
+@attrs.frozen
+class DeathOutcome:
+    sessions: tuple[str, ...]  # the sessions found for the worker, live or dead
+    ended: tuple[str, ...]  # those this call ended (the rest were dead already)
+    hinted: tuple[str, ...]  # connections hinted (still owned by a dead session)
+    hints_failed: bool = False  # the queue did not answer: reconciliation will find them
+
+
+class WorkerDeaths:
+    def __init__(self, store: ConnectionStore, queue: NotificationQueue, clock: Clock) -> None:
+        self._store = store
+        self._queue = queue
+        self._clock = clock
+
+    async def worker_died(self, worker_id: str, reason: str) -> DeathOutcome:
+        """The process with this worker id is gone: end each of its live sessions (every
+        incarnation `<worker_id>#<n>`). Raises InvalidCommand, StoreUnavailable."""
+        _check_name("worker id", worker_id)
+        return await self._end(
+            lambda s: worker_of(s.session_id) == worker_id, reason, f"worker {worker_id}"
+        )
+
+    async def task_died(self, task_id: str, reason: str) -> DeathOutcome:
+        """The ECS task is gone: end the sessions of every worker id based on its task id
+        (`<task id>-<8 hex>`, one per container start). Raises InvalidCommand, StoreUnavailable."""
+        _check_name("task id", task_id)
+
+        def of_task(session: WorkerSession) -> bool:
+            worker = worker_of(session.session_id)
+            return worker.startswith(task_id) and bool(
+                WORKER_SUFFIX.fullmatch(worker[len(task_id) :])
+            )
+
+        return await self._end(of_task, reason, f"task {task_id}")
+
+    async def session_died(self, session_id: str, reason: str) -> DeathOutcome:
+        """End one session. Raises InvalidCommand, StoreUnavailable."""
+        validate_session_id(session_id)
+        return await self._end(lambda s: s.session_id == session_id, reason, session_id)
+
+    async def _end(self, matches: _Match, reason: str, subject: str) -> DeathOutcome:
+        reason = reason[:MAX_REASON] or "worker died"
+        sessions = [s for s in await self._store.list_sessions() if matches(s)]
+        ended: list[str] = []
+        for session in sessions:
+            # A dead session is left alone: its first reason stands and nothing is written.
+            if session.is_live(self._clock.now_ms()) and await self._store.end_session(
+                session.session_id, reason, self._clock.now_ms()
+            ):
+                ended.append(session.session_id)
+        owned: list[str] = []
+        for session in sessions:
+            owned.extend(await self._store.owned_by(session.session_id))
+        failed = False
+        if owned:
+            try:
+                await self._queue.send(owned)
+                await self._clock.sleep(SECOND_ROUND_S)
+                await self._queue.send(owned)
+            except QueueUnavailable as exc:
+                failed = True
+                log.warning(
+                    "hints for a dead worker's connections not sent (reconciliation will "
+                    "find them): %s",
+                    exc,
+                )
+        outcome = DeathOutcome(
+            tuple(s.session_id for s in sessions), tuple(ended), tuple(owned), failed
+        )
+        log.info(
+            "%s reported dead (%s): %d sessions, %d ended now, %d connections hinted",
+            subject,
+            reason,
+            len(outcome.sessions),
+            len(outcome.ended),
+            0 if failed else len(owned),
+            extra={"ended_sessions": list(outcome.ended)},
+        )
+        return outcome
+
+
+def _check_name(what: str, value: str) -> None:
+    # A worker id is also the readable part of its session ids: whatever a session id may hold.
+    if not value:
+        raise InvalidCommand(f"invalid {what}: empty")
+    try:
+        validate_session_id(session_id_of(value, 1))
+    except InvalidCommand:
+        raise InvalidCommand(f"invalid {what} {value[:64]!r}: 1-250 printable characters") from None
