@@ -13,9 +13,10 @@ excess back and forth.
   (band = max(1, 10 % of the level)); then each worker above its target hands off down to it,
   at most `max_hand_offs` per pass, and only once every other worker has reported its load
   since this worker's last handoff (`settle_after_ms`).
-- **Taking**: while any worker is below its target, a worker takes only up to its own target
-  (an over-target worker leaves hints and orphans to the others); when none is, anyone takes up
-  to its capacity, so that nothing stays orphaned.
+- **Taking**: while some worker is short of its level by more than its band, a worker takes
+  only up to its own target (one at or above it leaves hints and orphans to the short ones);
+  when none is, anyone takes up to its capacity, so that nothing stays orphaned and a stale
+  view of small differences never delays a hint.
 """
 
 from collections.abc import Sequence
@@ -129,6 +130,6 @@ def share_of(
     if imbalanced and settled and me.held > mine:
         hand_off = min(me.held - mine, max_hand_offs)
     free = max(0, me.capacity - me.held)
-    someone_under = any(x.held < target[x.session_id] for x in fleet)
-    room = min(free, max(0, mine - me.held)) if someone_under else free
+    short = any(level[x.session_id] - x.held > band(level[x.session_id]) for x in fleet)
+    room = min(free, max(0, mine - me.held)) if short or (imbalanced and me.held > mine) else free
     return Share(level[me.session_id], mine, imbalanced, hand_off, room)

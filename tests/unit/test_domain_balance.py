@@ -26,7 +26,8 @@ def test_three_full_workers_and_three_new_ones_share_evenly() -> None:
     old, new = share(loads, "w1"), share(loads, "w4")
     assert (old.target, old.hand_off, old.room) == (50, 50, 0)
     assert (new.target, new.hand_off, new.room) == (50, 0, 50)
-    assert old.imbalanced and new.imbalanced
+    assert old.imbalanced
+    assert new.imbalanced
 
 
 def test_handoffs_per_pass_are_bounded() -> None:
@@ -46,6 +47,7 @@ def test_one_past_the_band_moves_only_down_to_the_target() -> None:
     assert share(loads, "w1").hand_off == 6
     assert share(loads, "w2").room == 6
     assert share(loads, "w3").room == 0  # at its target while w2 is short: leave it to w2
+    assert share(fleet(54, 46, 50, 50), "w3").room == 50  # nobody short beyond the band
 
 
 def test_a_worker_short_of_its_share_makes_the_heavy_ones_give_even_within_their_band() -> None:
@@ -56,7 +58,8 @@ def test_a_worker_short_of_its_share_makes_the_heavy_ones_give_even_within_their
 
 
 def test_small_fleets_use_a_band_of_one_connection() -> None:
-    assert band(2.0) == 1.0 and band(50.0) == 5.0
+    assert band(2.0) == 1.0
+    assert band(50.0) == 5.0
     # Ten over six: shares 2,2,2,2,1,1. The heaviest keep the extra ones; one 2 moves.
     loads = fleet(2, 2, 2, 2, 2, 0)
     assert [share(loads, f"w{i}").hand_off for i in range(1, 7)] == [0, 0, 0, 0, 1, 0]
@@ -81,7 +84,8 @@ def test_a_fleet_holding_more_than_its_capacity_keeps_everyone_full() -> None:
     loads = [Load("a", 10, 10), Load("b", 20, 20)]
     assert targets(loads) == {"a": 10, "b": 20}
     assert share(loads, "a") == share(loads, "a")  # deterministic
-    assert share(loads, "a").hand_off == 0 and share(loads, "a").room == 0
+    assert share(loads, "a").hand_off == 0
+    assert share(loads, "a").room == 0
 
 
 def test_when_nobody_is_short_anyone_takes_up_to_its_capacity() -> None:
@@ -140,9 +144,7 @@ def test_targets_sum_to_what_is_held_within_capacity_and_within_one_of_the_level
     loads: list[Load],
 ) -> None:
     target, level = targets(loads), levels(loads)
-    assert sum(target.values()) == min(
-        sum(x.held for x in loads), sum(x.capacity for x in loads)
-    )
+    assert sum(target.values()) == min(sum(x.held for x in loads), sum(x.capacity for x in loads))
     for x in loads:
         assert 0 <= target[x.session_id] <= x.capacity
         assert abs(target[x.session_id] - level[x.session_id]) < 1 + 1e-9
