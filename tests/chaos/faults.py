@@ -442,6 +442,9 @@ async def join_during_faults(run: ChaosRun, *, joining: int = 2) -> None:
     or one connection, of the mean) within BALANCE_BOUND_S with every balancing handoff healed
     within the handoff bound, and then nothing moves (no oscillation). The newcomers then leave
     by SIGTERM (a scale-in), so a soak does not grow the fleet."""
+    if not run.balance:
+        run.notes.append("join during faults skipped: balancing is off on this backend")
+        return
     kind, spec = run.rng.choice(list(JOIN_BACKGROUNDS.items()))
     before = run.serving()
     await asyncio.gather(*(run.set_faults(w, **spec) for w in before))

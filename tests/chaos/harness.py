@@ -24,7 +24,7 @@ from domain import DesiredState, LeaseReleased, LeaseTakenOver
 from entrypoints.devstack.records import wall_ms
 from entrypoints.devstack.simulator import SimulatorProcess
 from entrypoints.devstack.workers import WorkerProcess
-from tests.chaos.backends import CONFIG, Backend, timing_env
+from tests.chaos.backends import BALANCE_ON, CONFIG, Backend, timing_env
 from tests.chaos.sockets import SocketOwners
 
 LEASE_S = CONFIG.lease_ms / 1000
@@ -92,6 +92,7 @@ class ChaosRun:
         self.backend = backend
         self.run_dir = run_dir
         self.rate = rate
+        self.balance = backend.name in BALANCE_ON  # WSFLEET_BALANCE of every worker
         self.rng = random.Random(seed)
         self.seed = seed
         self.workers: dict[str, WorkerHandle] = {}
@@ -146,6 +147,7 @@ class ChaosRun:
         env = {
             **self.backend.environment(),
             **timing_env(),
+            "WSFLEET_BALANCE": str(self.balance).lower(),
             "WSFLEET_CHAOS_CONTROL": str(control),
             "WSFLEET_SERVICE_NAME": "chaos",
         }
