@@ -57,6 +57,11 @@ class WorkerConfig:
     seq_jump_window: int = attrs.field(default=1_000_000, validator=_positive)
     ingest_flush_interval_s: float = attrs.field(default=0.2, validator=_positive)
     metrics_interval_s: float = attrs.field(default=30.0, validator=_positive)
+    # Balance (issue 14, domain/balance.py): a worker above its share hands off the excess by
+    # the graceful path, at most this many per pass of its sessions watch (about once a
+    # lease); one below it takes. Off: nobody hands off to balance, and anyone takes.
+    balance: bool = True
+    balance_handoffs_per_pass: int = attrs.field(default=10, validator=_positive)
 
     def __attrs_post_init__(self) -> None:
         if self.heartbeat_interval_s * 1000 >= self.lease_ms - self.self_fence_margin_ms:

@@ -12,6 +12,7 @@ from typing import Any
 
 from bench import machine
 from bench.backends import Backend, open_aws_backend, open_embedded_backend
+from bench.balance import run_balance
 from bench.capacity import run_capacity, run_floor
 from bench.cost import run_cost
 from bench.deaths import run_deaths
@@ -27,6 +28,7 @@ from entrypoints.devstack.process import ProcessError
 SUITES = (
     "fleet",
     "deaths",
+    "balance",
     "store-cost",
     "cost",
     "capacity",
@@ -99,6 +101,31 @@ async def deaths(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]
             except (TimeoutError, RuntimeError, ProcessError) as exc:
                 log.error("the %s deaths run did not finish: %s", name, exc)
                 results.append({"backend": name, "error": str(exc)[:2000]})
+    return results
+
+
+async def balance(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
+    """Issue 14, scenario (a): 3 workers holding 300 connections, 3 more join."""
+    results = []
+    for name in args.backends:
+        async with AsyncExitStack() as stack:
+            backend: Backend
+            if name == "aws":
+                backend = await stack.enter_async_context(open_aws_backend(log_dir))
+            else:
+                backend = await stack.enter_async_context(
+                    open_embedded_backend(log_dir / "balance-data")
+                )
+            sim = await simulator(
+                log_dir, rate=args.balance_rate, name=f"{name}-balance-simulator"
+            ).start()
+            stack.push_async_callback(sim.stop)
+            try:
+                result = await run_balance(backend, sim, log_dir, **args.balance)
+            except (TimeoutError, RuntimeError, ProcessError) as exc:
+                log.error("the %s balance run did not finish: %s", name, exc)
+                continue
+            results.append({**result, "rate": args.balance_rate})
     return results
 
 
@@ -195,6 +222,8 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
             results["fleet"] = await fleet(args, log_dir)
         elif suite == "deaths":
             results["deaths"] = await deaths(args, log_dir)
+        elif suite == "balance":
+            results["balance"] = await balance(args, log_dir)
         elif suite == "cost":
             results["cost"] = await run_cost(log_dir, window_s=args.cost_window)
         elif suite == "store-cost":
@@ -254,6 +283,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--connections", type=int, default=36)
     p.add_argument(
+        "--balance-connections", type=int, default=300, help="balance: held by the first 3"
+    )
+    p.add_argument(
+        "--balance-rate", type=float, default=2.0, help="balance: messages/s per connection"
+    )
+    p.add_argument(
         "--steps",
         type=lambda s: [int(x) for x in s.split(",")],
         default=[1000, 2500, 5000, 7500, 10000, 12500, 15000],
@@ -302,6 +337,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "false_reports": args.false_reports,
         "lease_ms": args.deaths_lease_ms,
     }
+    args.balance = {"connections": 12 if args.quick else args.balance_connections}
+    if args.quick:
+        args.balance["quiet_s"] = 5.0
     return args
 
 

@@ -101,6 +101,27 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             )
         )
     out.extend(_deaths_rows(results.get("deaths", [])))
+    for run in results.get("balance", []):
+        name = f"{run['backend']} ({run.get('engine', '?')})"
+        v = run["verdict"]
+        out.append(
+            (
+                f"{name}: {run['joining']} join {run['workers']} holding {run['connections']}",
+                f"within 10 % in {_fmt(run['converged_s'])} s, {run['handoffs']} handoffs "
+                f"(gap p50 {_fmt(run['gap_s']['p50'])} p99 {_fmt(run['gap_s']['p99'])} s), "
+                f"{run['handoffs_after_converged']} after",
+                "converges; 0 after",
+                _ok(run["converged_s"] is not None and run["handoffs_after_converged"] == 0),
+            )
+        )
+        out.append(
+            (
+                f"{name}: balance lost / duplicated / most subscribers",
+                f"{v['lost']} / {v['duplicated']} / {run['peak_subscribers']}",
+                "0 / 0 / 1",
+                _ok(v["lost"] == 0 and v["duplicated"] == 0 and run["peak_subscribers"] == 1),
+            )
+        )
     cost = results.get("cost")
     if cost:
         out.append(

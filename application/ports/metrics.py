@@ -39,6 +39,7 @@ HOLDING_WITHOUT_STORING_S = "SecondsHoldingWithoutStoring"
 REPLAYS_DROPPED = "ReplaysDropped"
 SEQ_JUMPS = "SeqJumps"
 SEQ_CONFLICTS = "SeqConflicts"
+BALANCE_HANDOFFS = "BalanceHandoffs"
 
 
 class Kind(enum.Enum):
@@ -90,6 +91,11 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         SEQ_CONFLICTS,
         Kind.COUNTER,
         "Other data for a stored seq: kept the stored copy, failed the connection.",
+    ),
+    MetricSpec(
+        BALANCE_HANDOFFS,
+        Kind.COUNTER,
+        "Connections handed off because this worker held more than its share.",
     ),
     MetricSpec(LOOP_LAG_MS, Kind.TIMING, "How late the event loop wakes a timer (loop lag)."),
     # Its Maximum over the service is the worst worker's: the alarm on a worker that holds

@@ -22,7 +22,7 @@ from application.worker.ingest import IngestWriter
 from application.worker.session import SessionEnd
 from application.worker.session_keeper import SessionKeeper
 from application.worker.sessions import Sessions
-from domain import DomainError, WorkerSession
+from domain import NO_OWNER, DomainError, WorkerSession
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,13 @@ async def poll_queue(
     while not draining.is_set():
         beats.last["poll"] = ctx.clock.monotonic()
         if sessions.free <= 0:
-            await wait_or_timeout(draining, ctx.clock, cfg.capacity_pause_s)
+            # Full: a while. At its share while another worker is below its own: until the
+            # next heartbeat, then a fresh look at the fleet (one read): the view the sessions
+            # watch keeps is up to a lease old, and a death reported since changes the shares.
+            pause = cfg.capacity_pause_s if sessions.full else cfg.heartbeat_interval_s
+            await wait_or_timeout(draining, ctx.clock, min(pause, cfg.capacity_pause_s))
+            if not sessions.full and not draining.is_set():
+                await _refresh_view(ctx, sessions)
             continue
         try:
             deliveries = await ctx.queue.receive(
@@ -69,11 +75,16 @@ async def poll_queue(
                 else:
                     wanted.setdefault(delivery.connection_id, []).append(delivery.receipt)
             # Duplicates and redeliveries of what is ours already are just deleted.
-            to_take = [cid for cid in wanted if cid not in sessions]
+            to_take = [(cid, False) for cid in wanted if cid not in sessions]
             # Filled up while polling (reconciliation took some): another worker may have
             # room, so those hints are given back; deleting them would leave the connections
             # to reconciliation.
             no_room = set(await sessions.take_each(to_take))
+            if no_room and not sessions.full and sessions.balance.enabled:
+                # Declined for this worker's share on a view up to a lease old (see above): look
+                # again once (a pause follows a batch taken in none).
+                await _refresh_view(ctx, sessions)
+                no_room = set(await sessions.take_each([(cid, False) for cid in no_room]))
             if to_take:
                 beats.store_reached = ctx.clock.monotonic()
             give_back = [r for cid in no_room for r in wanted[cid]]
@@ -82,10 +93,27 @@ async def poll_queue(
                 await ctx.queue.release(give_back)
             if done:
                 await ctx.queue.delete(done)
+            if give_back and len(no_room) == len(to_take):
+                # Took none (no room, or only what it just handed off to balance): leave the
+                # hints to the others for a while rather than receive them again at once.
+                pause = cfg.capacity_pause_s if sessions.full else cfg.heartbeat_interval_s
+                await wait_or_timeout(draining, ctx.clock, min(pause, cfg.capacity_pause_s))
         except ApplicationError as exc:
             ctx.metrics.count(STORE_ERRORS)
             log.warning("queue polling failed: %s", exc)
             await wait_or_timeout(draining, ctx.clock, cfg.capacity_pause_s)
+
+
+async def _refresh_view(ctx: WorkerContext, sessions: Sessions) -> None:
+    """A fresh view of the fleet's loads for the balance; a store failure only keeps the old
+    one (the sessions watch will read it again)."""
+    if not sessions.balance.enabled:
+        return
+    try:
+        sessions.balance.observe(await ctx.store.list_sessions(), ctx.clock.now_ms())
+    except ApplicationError as exc:
+        ctx.metrics.count(STORE_ERRORS)
+        log.warning("reading the fleet's loads failed: %s", exc)
 
 
 async def reconcile(
@@ -121,17 +149,22 @@ async def reconcile(
             now = ctx.clock.now_ms()
             listed = await ctx.store.list_sessions()
             beats.store_reached = ctx.clock.monotonic()
+            sessions.balance.observe(listed, now)
             dead = {s.session_id for s in listed if not s.is_live(now)}
             due = ctx.clock.monotonic() >= full_due or now >= backoff_ends_at
             if dead - seen_dead or due or (starved and sessions.free > 0):
-                starved = await _take_orphans(ctx, sessions, now)
+                starved, withheld = await _take_orphans(ctx, sessions, now)
                 await _forget_dead_sessions(ctx, listed, now)
                 # From the scan's own `now`: a back-off that ended while the orphans were
                 # being taken was not in the scan, and asking from later would skip it too.
                 next_at = await ctx.store.next_available_at(now)
                 backoff_ends_at = NEVER if next_at is None else next_at + 1
-                full_due = ctx.clock.monotonic() + cfg.reconcile_interval_s
+                # Orphans (a dead worker's have no hint) left to workers short of their share
+                # by a view that may be stale: look again a heartbeat later, not a minute.
+                again_s = cfg.heartbeat_interval_s if withheld else cfg.reconcile_interval_s
+                full_due = ctx.clock.monotonic() + again_s
             seen_dead = dead
+            _rebalance(ctx, sessions, keeper)
             wake_at_ms = min(now + cfg.lease_ms, backoff_ends_at)
             expiries = [
                 s.expires_at_ms + 1
@@ -140,6 +173,8 @@ async def reconcile(
             ]
             wake_at_ms = min([wake_at_ms, *expiries])
             delay = min((wake_at_ms - ctx.clock.now_ms()) / 1000, full_due - ctx.clock.monotonic())
+            if sessions.balance.moving():
+                delay = min(delay, cfg.heartbeat_interval_s)
             delay = max(delay, 0.01) + rng.random() * cfg.reconcile_jitter_s
         except ApplicationError as exc:
             ctx.metrics.count(STORE_ERRORS)
@@ -148,6 +183,22 @@ async def reconcile(
 
 
 NEVER = 2**63
+
+
+def _rebalance(ctx: WorkerContext, sessions: Sessions, keeper: SessionKeeper) -> None:
+    """Above its share (domain/balance.py): hand the excess off, a bounded number per pass,
+    once the last handoffs are released and counted by their takers."""
+    if sessions.leaving or not keeper.trusts(keeper.session_id):
+        return
+    count = sessions.balance.hand_off_now()
+    if count:
+        moved = sessions.hand_off(count)
+        log.info(
+            "above this worker's share: handing off %d connections",
+            len(moved),
+            extra={"worker_id": ctx.worker_id},
+        )
+
 
 # A dead session's item is deleted only this long after its death: DynamoDB finds a dead
 # session's connections through an index that lags its writes (about a second), and a
@@ -189,23 +240,31 @@ async def _forget_dead_sessions(
             await ctx.store.forget_session(session.session_id, now_ms)
 
 
-async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> bool:
-    """Take what room allows; True if some orphan was left for want of room."""
+async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> tuple[bool, bool]:
+    """Take what room allows. Returns (starved, withheld): some orphan was left for want of
+    room (full, or no trusted session yet); some was left that this worker had the capacity
+    for (its share said no: the balance left it to workers short of theirs). A dead worker's
+    are taken up to capacity whatever the balance says (Sessions.capacity_free)."""
     found = 0
-    starved = False
+    starved = withheld = False
     async for page in ctx.store.iter_orphans(now_ms, ctx.config.reconcile_page_size):
         found += len(page)
-        if sessions.free <= 0:
+        if sessions.full:
             starved = starved or bool(page)
             continue  # still counted: the gauge says how many wait for room
         # Shuffled, so racing workers mostly try different orphans first.
         shuffled = ctx.rng.sample(list(page), len(page))
         no_room = await sessions.take_each(
-            [o.connection_id for o in shuffled if o.connection_id not in sessions]
+            [
+                (o.connection_id, o.owner != NO_OWNER)
+                for o in shuffled
+                if o.connection_id not in sessions
+            ]
         )
         starved = starved or bool(no_room)
+        withheld = withheld or (bool(no_room) and not sessions.full)
     ctx.metrics.gauge(ORPHANS_FOUND, found)
-    return starved
+    return starved, withheld
 
 
 async def watch_stops(

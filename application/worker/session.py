@@ -50,6 +50,7 @@ class SessionEnd(enum.Enum):
     STREAM_ENDED = "STREAM_ENDED"  # the upstream finished normally
     UPSTREAM_FAILED = "UPSTREAM_FAILED"  # the upstream kept failing: back off fleet-wide
     LEASE_LOST = "LEASE_LOST"  # another owner, or our lease can no longer be trusted
+    REBALANCE = "REBALANCE"  # this worker holds more than its share: hand over, as at shutdown
     ERROR = "ERROR"  # a bug or an unexpected failure: release so another worker tries
 
 
@@ -58,7 +59,7 @@ class SessionEnd(enum.Enum):
 # want no owner; an upstream given up on rests until its back-off ends; an unexpected error is
 # left to the next scan, so that a connection that keeps failing is not passed around in a
 # hot loop.)
-_STILL_WANTED = frozenset({SessionEnd.LEASE_LOST})
+_STILL_WANTED = frozenset({SessionEnd.LEASE_LOST, SessionEnd.REBALANCE})
 
 
 class ConnectionSession:
@@ -92,6 +93,10 @@ class ConnectionSession:
     @property
     def token(self) -> int:
         return self.lease.token
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.done()
 
     def request_stop(self, reason: SessionEnd) -> None:
         if not self._stop.done():

@@ -6,7 +6,13 @@ from collections.abc import Iterator, Sequence
 
 from application.aio import first_completed
 from application.errors import SinkUnavailable, StoreUnavailable
-from application.ports.metrics import ACQUISITION_CONFLICTS, LEASE_ACQUISITIONS, TAKEOVERS
+from application.ports.metrics import (
+    ACQUISITION_CONFLICTS,
+    BALANCE_HANDOFFS,
+    LEASE_ACQUISITIONS,
+    TAKEOVERS,
+)
+from application.worker.balance import Balance
 from application.worker.context import WorkerContext
 from application.worker.ingest import IngestWriter
 from application.worker.lease import Lease
@@ -27,6 +33,11 @@ class Sessions:
         self._acquiring: set[str] = set()
         self._limit = TakeLimit(ctx.config)
         self.handed_over: list[str] = []  # released during shutdown: hint the fleet
+        self.balance = Balance(ctx, lambda: keeper.session_id, self._held)
+        self.leaving: set[str] = set()  # handed off to balance, not yet released
+        # Handed off to balance: not taken back before the monotonic instant given (its hint
+        # is for a worker below its share; if none takes it by then, this one may).
+        self._handed_off: dict[str, float] = {}
 
     def __len__(self) -> int:
         return len(self._running)
@@ -41,12 +52,48 @@ class Sessions:
     def free(self) -> int:
         """Room to take more. None without a trusted session: a hint received then would be
         deleted untaken, leaving its connection to someone's next scan."""
+        return min(self.capacity_free, self.balance.room())
+
+    @property
+    def capacity_free(self) -> int:
+        """Room by capacity alone, for taking over a dead worker's connections: those have
+        been down for a lease already, so they are taken at once and balanced afterwards."""
         if not self._keeper.trusts(self._keeper.session_id):
             return 0
-        return self._ctx.config.max_connections - len(self._running) - len(self._acquiring)
+        return self._ctx.config.max_connections - self._held()
 
-    async def take_each(self, candidates: Sequence[str]) -> list[str]:
-        """Take each connection while there is room, in order, in waves of
+    @property
+    def full(self) -> bool:
+        """No room whatever the balance: at capacity, or no trusted session."""
+        return self.capacity_free <= 0
+
+    def _held(self) -> int:
+        return len(self._running) + len(self._acquiring)
+
+    def _handed_off_lately(self, connection_id: str) -> bool:
+        until = self._handed_off.get(connection_id)
+        if until is None:
+            return False
+        if self._ctx.clock.monotonic() < until:
+            return True
+        del self._handed_off[connection_id]
+        return False
+
+    def hand_off(self, count: int) -> list[str]:
+        """Hand `count` connections to the fleet by the graceful path (drain, release with
+        the final checkpoint, hint). Chosen so the move costs least: streaming ones first
+        (one reconnecting would only restart its back-off), the fewest messages left to
+        drain, then the most recently taken (those held long stay put)."""
+        candidates = [s for s, _ in reversed(self._running.values()) if not s.stopping]
+        candidates.sort(key=lambda s: (not s.upstream_open, s.ingest.pending))
+        chosen = candidates[:count]
+        for session in chosen:
+            self.leaving.add(session.connection_id)
+            session.request_stop(SessionEnd.REBALANCE)
+        return [s.connection_id for s in chosen]
+
+    async def take_each(self, candidates: Sequence[tuple[str, bool]]) -> list[str]:
+        """Take each (connection_id, dead_owner) while there is room, in order, in waves of
         up to `TakeLimit.current` acquisitions at once (see take_limit.py: one at a time, a
         dead worker's share of thousands would move at one store round trip per connection).
         Returns the ids not tried for want of room. A failed take (StoreUnavailable) is raised
@@ -60,7 +107,7 @@ class Sessions:
             # return_exceptions: one failed take must not leave the others running unowned;
             # and cancelling this call cancels and awaits every one of them.
             outcomes = await asyncio.gather(
-                *(self._take_if_room(cid, no_room, round_trips) for cid in wave),
+                *(self._take_if_room(cid, dead, no_room, round_trips) for cid, dead in wave),
                 return_exceptions=True,
             )
             errors = [o for o in outcomes if isinstance(o, BaseException)]
@@ -70,21 +117,27 @@ class Sessions:
                 raise errors[0]
         return no_room
 
-    async def take(self, connection_id: str) -> bool:
+    async def take(self, connection_id: str, *, dead_owner: bool = False) -> bool:
         """Acquire the lease, and only then start streaming. False if not ours to take."""
-        return await self._take(connection_id, [])
+        return await self._take(connection_id, dead_owner, [])
 
     async def _take_if_room(
-        self, connection_id: str, no_room: list[str], round_trips: list[float]
+        self, connection_id: str, dead_owner: bool, no_room: list[str], round_trips: list[float]
     ) -> None:
-        if self.free <= 0 and connection_id not in self:
+        room = self.capacity_free if dead_owner else self.free
+        if (room <= 0 and connection_id not in self) or self._handed_off_lately(connection_id):
             no_room.append(connection_id)
             return
-        await self._take(connection_id, round_trips)
+        await self._take(connection_id, dead_owner, round_trips)
 
-    async def _take(self, connection_id: str, round_trips: list[float]) -> bool:
+    async def _take(self, connection_id: str, dead_owner: bool, round_trips: list[float]) -> bool:
+        """`dead_owner`: the caller saw the owner's session dead (the orphan scan): room is
+        then judged by capacity alone, not by this worker's share (a dead worker's connections
+        have been down for a lease already: taken at once, balanced afterwards). Whether the
+        acquire was a takeover is the store's answer, not this."""
         ctx, keeper = self._ctx, self._keeper
-        if connection_id in self or self.free <= 0:
+        room = self.capacity_free if dead_owner else self.free
+        if connection_id in self or room <= 0 or self._handed_off_lately(connection_id):
             return False
         # The session this take is made under, captured before the call: if it is fenced
         # meanwhile, the lease is born untrusted and ends at once.
@@ -178,6 +231,13 @@ class Sessions:
             del self._running[connection_id]
         if session.end is SessionEnd.SHUTDOWN:
             self.handed_over.append(connection_id)
+        if connection_id in self.leaving:
+            self.leaving.discard(connection_id)
+            self.balance.handed_off(self._ctx.clock.now_ms())
+        if session.end is SessionEnd.REBALANCE:
+            self._ctx.metrics.count(BALANCE_HANDOFFS)
+            lease_s = self._ctx.config.lease_ms / 1000
+            self._handed_off[connection_id] = self._ctx.clock.monotonic() + lease_s
         if session.end is SessionEnd.LEASE_LOST and session.lease.lost_to is None:
             self._limit.fenced()  # it could not keep a lease: take no more at once
 

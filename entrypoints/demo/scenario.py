@@ -1,5 +1,6 @@
 """The demo's script: simulator, API and workers up; START every connection through the API;
-SIGKILL the busiest worker (a replacement starts, as a supervisor would); SIGTERM the next
+SIGKILL the busiest worker (a replacement starts, as a supervisor would, and receives its
+share of the fleet's connections by graceful handoffs, issue 14); SIGTERM the next
 busiest (its replacement started first, as in a rolling deploy); end every stream; judge.
 
 Every wait has a deadline (a phase that overruns raises TimeoutError, naming what it waited
@@ -93,6 +94,17 @@ class Scenario:
         crash = await self._crash(monitor)
         await self._settle(monitor, "every connection of the crashed worker is taken over")
         self.reporter.event("owners: " + _load_text(monitor.latest))
+
+        self.reporter.phase("balance: the replacement worker receives its share")
+        began = now_ms()
+        snapshot = await monitor.wait_until(
+            self._balanced,
+            opts.recovery_timeout_s,
+            "every worker within 10 % (or one connection) of the mean",
+        )
+        self.reporter.event(
+            f"balanced {(now_ms() - began) / 1000:.1f}s after the takeover: " + _load_text(snapshot)
+        )
         await self._steady()
 
         self.reporter.phase("graceful handoff: SIGTERM the next busiest worker")
@@ -185,6 +197,17 @@ class Scenario:
             self.options.recovery_timeout_s,
             what,
         )
+
+    def _balanced(self, snapshot: Snapshot) -> bool:
+        """Every connection streamed once, by a live worker, each worker within its band."""
+        live = self._live_names()
+        if not all(
+            snapshot.held_by(cid) in live and snapshot.subscribers(cid) == 1 for cid in self.ids
+        ):
+            return False
+        load = snapshot.load()
+        mean = len(self.ids) / max(1, len(live))
+        return all(abs(load.get(name, 0) - mean) <= max(1.0, mean / 10) for name in live)
 
     def _live_names(self) -> set[str]:
         return {w.name for w in self.workers if w.running and w.signalled is None}

@@ -535,6 +535,18 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
         "fault (the connection backs off), never a new checkpoint.",
     ),
     "metrics_interval_s": (_SECONDS, "Seconds between metric publications."),
+    "balance": (
+        Flag(),
+        "Workers converge on even shares: one above its share by more than a band (10 %, at "
+        "least one connection) hands the excess off gracefully (drain, release, hint); one "
+        "below it takes. Off: no worker hands off to balance (new workers get only new and "
+        "orphaned connections).",
+    ),
+    "balance_handoffs_per_pass": (
+        Number(integer=True, minimum=1),
+        "The most connections a worker hands off to balance per look at the fleet (about "
+        "once a session lease).",
+    ),
 }
 
 

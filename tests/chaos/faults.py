@@ -49,6 +49,7 @@ async def pickup(run: ChaosRun, connection_ids: list[str]) -> None:
 async def duplicates(run: ChaosRun) -> None:
     """Duplicate START/STOP deliveries and queue redeliveries change nothing."""
     started = run.started()
+    began = now_ms()
     before = {cid: r["connects"] for cid, r in (await run.records()).items()}
     for cid in run.rng.sample(started, min(3, len(started))):
         changed = await asyncio.gather(run.start(cid), run.start(cid))
@@ -60,7 +61,8 @@ async def duplicates(run: ChaosRun) -> None:
     await run.hold_covered("duplicates", HEARTBEAT_S * 4, required=True)
     after = {cid: r["connects"] for cid, r in (await run.records()).items()}
     for cid in started:
-        if after.get(cid) != before.get(cid):
+        # A balancing handoff (a graceful release, issue 14) is no duplicate's doing.
+        if after.get(cid) != before.get(cid) and not await run.moved_gracefully([cid], began):
             run.violation(f"duplicates made {cid} connect again ({before[cid]}->{after[cid]})")
     run.stats.checks += 1
     # A duplicated STOP of one connection: one change, then closed within the bound.
@@ -424,3 +426,72 @@ async def checkpoints_stored(run: ChaosRun, when: str) -> None:
             run.violation(
                 f"{cid}: {when}, checkpoint {checkpoint} but seqs {missing[:10]} not stored"
             )
+
+
+JOIN_BACKGROUNDS: dict[str, dict[str, Any]] = {
+    "store latency 0.2s": {"latency_s": 0.2},
+    "store throttling 30%": {"error_rate": 0.3},
+}
+BALANCE_BOUND_S = LEASE_S * 8  # two views to decide, the takers' renews, slow store calls
+
+
+async def join_during_faults(run: ChaosRun, *, joining: int = 2) -> None:
+    """Workers join while every store call is slow or throttled (issue 14). While the fault
+    lasts, ownership may be lost (as in store_hiccups: counted, not a violation); once it ends,
+    every connection is owned again within the crash bound, the fleet is within its bands (10 %,
+    or one connection, of the mean) within BALANCE_BOUND_S with every balancing handoff healed
+    within the handoff bound, and then nothing moves (no oscillation). The newcomers then leave
+    by SIGTERM (a scale-in), so a soak does not grow the fleet."""
+    if not run.balance:
+        run.notes.append("join during faults skipped: balancing is off on this backend")
+        return
+    kind, spec = run.rng.choice(list(JOIN_BACKGROUNDS.items()))
+    before = run.serving()
+    await asyncio.gather(*(run.set_faults(w, **spec) for w in before))
+    run.stats.fault(f"{kind} (background)")
+    newcomers = await run.add_workers(joining)
+    await asyncio.gather(*(run.set_faults(w, **spec) for w in newcomers))
+    run.stats.fault(f"{joining} workers join")
+    try:
+        if not await run.hold_covered(f"join during {kind}", LEASE_S * 4):
+            run.stats.fault(f"ownership lost during {kind}")
+    finally:
+        await asyncio.gather(*(run.set_faults(w) for w in run.serving()))
+    lifted = now_ms()
+    await run.wait_covered(f"after join during {kind}", lifted, CRASH_BOUND_S)
+    if not await balanced_within(run, lifted, BALANCE_BOUND_S):
+        return
+    quiet = {cid: r["connects"] for cid, r in (await run.records()).items()}
+    await run.hold_covered("balanced fleet", LEASE_S * 2, required=True)
+    run.stats.checks += 1
+    moved = [c for c, r in (await run.records()).items() if r["connects"] != quiet.get(c)]
+    if moved:
+        run.violation(f"a balanced fleet still moved {moved} (oscillation)")
+    for newcomer in newcomers:
+        sent = run.term(newcomer)
+        run.stats.fault("SIGTERM (scale-in)")
+        await run.wait_covered("handoff (SIGTERM)", sent, HANDOFF_BOUND_S)
+        code = await run.exited(newcomer)
+        if code != 0:
+            run.violation(f"{newcomer.name} exited {code} after SIGTERM\n{newcomer.child.tail()}")
+
+
+async def balanced_within(run: ChaosRun, since_ms: int, bound_s: float) -> bool:
+    """Every serving worker within 10 % (or one connection) of the mean within the bound,
+    counted from the store, each balancing handoff on the way healed within the handoff bound;
+    a violation (and False) otherwise."""
+    run.stats.checks += 1
+    loads: list[int] = []
+    while True:
+        if run.coverage_problems(await run.records()):
+            await run.wait_covered("balancing handoff", now_ms(), HANDOFF_BOUND_S)
+        loads = [len(await run.owned_by(w)) for w in run.serving()]
+        total, at = len(run.started()), now_ms()
+        mean = total / max(1, len(loads))
+        if sum(loads) == total and all(abs(h - mean) <= max(1.0, mean / 10) for h in loads):
+            run.stats.recovered("balanced after join", (at - since_ms) / 1000)
+            return True
+        if at - since_ms > bound_s * 1000:
+            run.violation(f"not balanced {bound_s}s after the fault ended: loads {loads}")
+            return False
+        await asyncio.sleep(0.1)

@@ -69,6 +69,9 @@ SOAK_MENU: dict[str, tuple[float, Schedule]] = {
     "restart": (1, faults.restart_stopped),
     "overlapping": (2, faults.overlapping),
     "sink": (2, lambda r: faults.sink_faults(r, [r.rng.choice(list(faults.SINK_FAULTS))])),
+    # Issue 14: workers join during store faults and take their share; soak only (two worker
+    # start-ups and about eight leases: too long for `make test`'s short schedule).
+    "join": (1, faults.join_during_faults),
 }
 
 

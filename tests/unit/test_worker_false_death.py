@@ -14,6 +14,7 @@ import pytest
 
 from application.config import WorkerConfig
 from application.deaths import WorkerDeaths
+from application.ports.metrics import SELF_FENCES
 from application.worker.session_keeper import worker_of
 from tests.support.fleet import Fleet
 
@@ -57,7 +58,7 @@ async def test_a_live_worker_reported_dead_fences_reopens_and_loses_nothing(
     await fleet.clock.run_until(fenced.done, 5)
     assert fleet.clock.monotonic() - reported_at <= CONFIG.heartbeat_interval_s + 0.05
     await fleet.clock.run_until(lambda: keeper.session_id != first_session, 5)
-    assert keeper.fences == 1
+    assert fleet.members[victim].metrics.counters[SELF_FENCES] == 1
     # ...and from then on every stream has at most one subscriber; each moved connection has
     # exactly one owner again, long before the 30 s lease could have run out.
     await fleet.clock.run_until(lambda: all(fleet.owner_of(c) for c in moved), 5)

@@ -75,7 +75,9 @@ async def test_graceful_shutdown_hands_every_connection_over_within_a_second(
         state = await fleet.store.get(cid)
         assert state is not None
         fleet.assert_sink_complete(cid, urls[cid], upto=state.checkpoint_seq)
-        assert state.checkpoint_seq >= 60  # ~9 s at 10 msg/s, nothing lost in the move
+        # ~6 s at 10 msg/s when it moved (less a message or two if balancing moved it before:
+        # the nine STARTs land on whoever polls first, then are evened out), nothing lost.
+        assert state.checkpoint_seq >= 55
 
 
 async def test_stop_closes_the_connection_within_one_desired_state_interval(

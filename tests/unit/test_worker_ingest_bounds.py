@@ -4,6 +4,7 @@ ingest_buffer_messages x max message size in memory."""
 
 import asyncio
 import sys
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,7 @@ SIZE = sys.getsizeof(KIB_100)
 
 
 async def writer_and_buffer(
-    **config: int,
+    **config: Any,
 ) -> tuple[IngestWriter, IngestBuffer, InMemoryMessageSink]:
     clock = FakeClock()
     sink = InMemoryMessageSink()

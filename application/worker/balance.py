@@ -1,0 +1,90 @@
+"""Balance: this worker's view of the fleet's loads and what the balancing rule
+(domain/balance.py) makes of it, read by every take (`room`) and by the sessions watch
+(`hand_off_now`).
+
+The view is the sessions list the reconcile loop reads about once a lease; this worker's own
+load is always what it holds now. A view older than two leases is not trusted (the loop cannot
+reach the store): the worker then takes whatever its capacity allows, as without balancing,
+so that a stale view never leaves a connection orphaned.
+"""
+
+from collections.abc import Callable, Sequence
+
+from application.worker.context import WorkerContext
+from domain import WorkerSession
+from domain.balance import Load, Share, loads_of, share_of
+
+
+class Balance:
+    def __init__(
+        self, ctx: WorkerContext, session_id: Callable[[], str], held: Callable[[], int]
+    ) -> None:
+        self._ctx = ctx
+        self._session_id = session_id
+        self._held = held  # connections held or being acquired now
+        self._loads: list[Load] = []
+        self._seen_at: float | None = None  # monotonic: when the view was read
+        # No handoff until every other worker has reported its load at or after this (epoch
+        # ms): the connections handed off last are then counted by whoever took them.
+        self._settle_after_ms = 0
+        self._view_ms = 0  # epoch ms the view was read at
+        # A handoff first wanted on the view read at this instant (epoch ms): it is made only
+        # if a view reported entirely after it still wants it (None: none wanted).
+        self._wanted_since_ms: int | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self._ctx.config.balance
+
+    def observe(self, sessions: Sequence[WorkerSession], now_ms: int) -> None:
+        self._loads = loads_of(sessions, now_ms)
+        self._seen_at = self._ctx.clock.monotonic()
+        self._view_ms = now_ms
+
+    def share(self) -> Share | None:
+        """None while balancing is off or there is no fresh view of the fleet."""
+        ctx = self._ctx
+        if not self.enabled or self._seen_at is None:
+            return None
+        if ctx.clock.monotonic() - self._seen_at > 2 * ctx.config.lease_ms / 1000:
+            return None
+        me = Load(self._session_id(), self._held(), ctx.config.max_connections)
+        return share_of(
+            self._loads,
+            me,
+            max_hand_offs=ctx.config.balance_handoffs_per_pass,
+            settle_after_ms=max(self._settle_after_ms, self._wanted_since_ms or 0),
+        )
+
+    def moving(self) -> bool:
+        """The fleet is out of balance by this worker's view: look again every heartbeat
+        (the sessions watch reads once a lease otherwise), so that decisions are taken on
+        fresh loads while connections move, at no cost in a balanced fleet."""
+        share = self.share()
+        return share is not None and share.imbalanced
+
+    def room(self) -> int:
+        """How many more this worker may take now, by the rule (its capacity bounds it too)."""
+        share = self.share()
+        if share is None:
+            return self._ctx.config.max_connections - self._held()
+        return share.room
+
+    def hand_off_now(self) -> int:
+        """How many to hand off on this view: only what a second view, reported entirely
+        after the first that wanted a handoff, still wants (docs/decisions.md: a load moved
+        within a heartbeat before a view is misreported in it)."""
+        share = self.share()
+        if share is None or not share.imbalanced or self._held() <= share.target:
+            self._wanted_since_ms = None
+            return 0
+        if self._wanted_since_ms is None:
+            self._wanted_since_ms = self._view_ms
+            return 0
+        return share.hand_off
+
+    def handed_off(self, at_ms: int) -> None:
+        """A handoff to balance ended at `at_ms`: wait for the takers to report it. A taker
+        takes a hint at once, so its next renew (a heartbeat later at most) counts it."""
+        heartbeat_ms = int(self._ctx.config.heartbeat_interval_s * 1000)
+        self._settle_after_ms = max(self._settle_after_ms, at_ms + heartbeat_ms)

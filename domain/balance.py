@@ -1,0 +1,135 @@
+"""The fleet's balancing rule (issue 14): from the live worker sessions' loads, one worker's
+share, how many connections it should hand off now, and how many it may take.
+
+Pure: the sessions (with the load each reported at its last renew) and `now_ms` are handed in.
+docs/decisions.md ("Balance") argues why stale loads cannot make two workers shed the same
+excess back and forth.
+
+- **Level**: the even split of everything held, bounded by each worker's capacity (water
+  filling: a worker that cannot take its even share holds its capacity, the rest share what
+  is left). **Target**: the level in whole connections; the remainder goes one each to the
+  workers holding most (then by session id), so that reaching it moves the fewest.
+- **Hysteresis**: nothing moves unless some worker is further than its band from its level
+  (band = max(1, 10 % of the level)); then each worker above its target hands off down to it,
+  at most `max_hand_offs` per pass, and only once every other worker has reported its load
+  since this worker's last handoff (`settle_after_ms`).
+- **Taking**: while some worker is short of its level by more than its band, a worker takes
+  only up to its own target (one at or above it leaves hints and orphans to the short ones);
+  when none is, anyone takes up to its capacity, so that nothing stays orphaned and a stale
+  view of small differences never delays a hint.
+"""
+
+from collections.abc import Sequence
+
+import attrs
+
+from domain.state import WorkerSession
+
+BAND_SHARE = 0.1  # of the level: the hysteresis band (at least one connection)
+
+
+@attrs.frozen
+class Load:
+    """One live worker's load, as the rule reads it."""
+
+    session_id: str
+    held: int
+    capacity: int
+    reported_at_ms: int = 0
+
+
+@attrs.frozen
+class Share:
+    """This worker's part of the fleet's load, and what it should do about it now."""
+
+    level: float  # its even share, bounded by its capacity
+    target: int  # the level in whole connections
+    imbalanced: bool  # some worker is further than its band from its level
+    hand_off: int  # connections to hand off now
+    room: int  # connections it may take now
+
+
+def band(level: float) -> float:
+    """How far from its level a worker may be before anything moves."""
+    return max(1.0, BAND_SHARE * level)
+
+
+def loads_of(sessions: Sequence[WorkerSession], now_ms: int) -> list[Load]:
+    """The live sessions' loads as last reported. A capacity of 0 (never reported) counts as
+    what the session holds: it is given nothing more and asked for nothing."""
+    return [
+        Load(s.session_id, s.held, s.capacity if s.capacity > 0 else s.held, s.updated_at_ms)
+        for s in sessions
+        if s.is_live(now_ms)
+    ]
+
+
+def levels(loads: Sequence[Load]) -> dict[str, float]:
+    """Water filling: every worker gets min(capacity, L), with L such that they sum to the
+    total held (or everyone's capacity, if the fleet holds more than that)."""
+    total = sum(load.held for load in loads)
+    remaining, left = float(total), len(loads)
+    level = 0.0
+    for load in sorted(loads, key=lambda x: x.capacity):
+        level = remaining / left
+        if load.capacity >= level:
+            break
+        remaining -= load.capacity
+        left -= 1
+    else:
+        level = max((load.capacity for load in loads), default=0)
+    return {load.session_id: float(min(load.capacity, level)) for load in loads}
+
+
+def targets(loads: Sequence[Load]) -> dict[str, int]:
+    """The levels in whole connections, summing to the total held (within capacities): the
+    largest whole level F that fits, plus one each for the remainder, heaviest first."""
+    total = sum(load.held for load in loads)
+    cap_total = sum(load.capacity for load in loads)
+    if total >= cap_total:
+        return {load.session_id: load.capacity for load in loads}
+    low, high = 0, max(load.capacity for load in loads)
+    while low < high:  # the largest F with sum(min(cap, F)) <= total
+        mid = (low + high + 1) // 2
+        if sum(min(load.capacity, mid) for load in loads) <= total:
+            low = mid
+        else:
+            high = mid - 1
+    result = {load.session_id: min(load.capacity, low) for load in loads}
+    extra = total - sum(result.values())
+    for load in sorted(loads, key=lambda x: (-x.held, x.session_id)):
+        if extra <= 0:
+            break
+        if result[load.session_id] < load.capacity:
+            result[load.session_id] += 1
+            extra -= 1
+    return result
+
+
+def share_of(
+    loads: Sequence[Load],
+    me: Load,
+    *,
+    max_hand_offs: int,
+    settle_after_ms: int = 0,
+) -> Share:
+    """`loads`: the live sessions as last reported (this worker's own entry, if there, is
+    replaced by `me`, which is what it holds now). `settle_after_ms`: no handoff until every
+    other worker reported its load at or after this instant (see docs/decisions.md)."""
+    if max_hand_offs < 0:
+        raise ValueError(f"max_hand_offs must not be negative, got {max_hand_offs}")
+    fleet = [load for load in loads if load.session_id != me.session_id] + [me]
+    level = levels(fleet)
+    target = targets(fleet)
+    imbalanced = any(abs(x.held - level[x.session_id]) > band(level[x.session_id]) for x in fleet)
+    settled = all(
+        x.reported_at_ms >= settle_after_ms for x in fleet if x.session_id != me.session_id
+    )
+    mine = target[me.session_id]
+    hand_off = 0
+    if imbalanced and settled and me.held > mine:
+        hand_off = min(me.held - mine, max_hand_offs)
+    free = max(0, me.capacity - me.held)
+    short = any(level[x.session_id] - x.held > band(level[x.session_id]) for x in fleet)
+    room = min(free, max(0, mine - me.held)) if short or (imbalanced and me.held > mine) else free
+    return Share(level[me.session_id], mine, imbalanced, hand_off, room)

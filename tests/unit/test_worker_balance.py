@@ -1,0 +1,111 @@
+"""New workers take their share (issue 14): on virtual time, real Workers on the in-memory
+fleet hand off their excess by the graceful path, lose and duplicate nothing, and then stay
+still. The fixture's judge checks that no stream ever had two subscribers."""
+
+import itertools
+
+import attrs
+
+from application.ports.metrics import BALANCE_HANDOFFS
+from application.worker.session_keeper import worker_of
+from domain import LeaseAcquired, LeaseReleased, LeaseTakenOver
+from tests.support.fleet import DEFAULT_CONFIG, Fleet
+
+OLD, NEW = ("w1", "w2", "w3"), ("w4", "w5", "w6")
+
+
+def loads(fleet: Fleet) -> dict[str, int]:
+    return {name: len(fleet.streamed_by(name)) for name in fleet.members}
+
+
+def balanced(fleet: Fleet, total: int) -> bool:
+    """Every worker within 10 % (or one connection) of the mean, everything streamed."""
+    held = loads(fleet)
+    mean = total / len(held)
+    return sum(held.values()) == total and all(
+        abs(h - mean) <= max(1.0, 0.1 * mean) for h in held.values()
+    )
+
+
+def handoffs(fleet: Fleet) -> int:
+    return sum(int(m.metrics.counters.get(BALANCE_HANDOFFS, 0)) for m in fleet.members.values())
+
+
+async def three_workers_holding(fleet: Fleet, count: int) -> dict[str, str]:
+    for name in OLD:
+        fleet.add_worker(name)
+    urls = {f"c{i:02}": await fleet.start(f"c{i:02}") for i in range(count)}
+    await fleet.clock.run_until(lambda: balanced(fleet, count), 60)
+    return urls
+
+
+async def assert_nothing_lost_or_duplicated(fleet: Fleet, urls: dict[str, str]) -> None:
+    await fleet.close()  # every worker hands back with its final checkpoint
+    assert fleet.sink.rewrites == 0, "a message was stored twice"
+    for cid, url in urls.items():
+        state = await fleet.store.get(cid)
+        assert state is not None
+        fleet.assert_sink_complete(cid, url, upto=state.checkpoint_seq)
+        assert max(fleet.sink.seqs(cid)) == state.checkpoint_seq
+        assert not any(isinstance(e, LeaseTakenOver) for e in await fleet.store.history(cid))
+
+
+async def test_three_joining_workers_take_their_share_gracefully(fleet: Fleet) -> None:
+    urls = await three_workers_holding(fleet, 30)
+    before = handoffs(fleet)
+
+    for name in NEW:
+        fleet.add_worker(name)
+    took = await fleet.clock.run_until(lambda: balanced(fleet, 30), 60)
+
+    # About one look at the fleet (a lease) to see the newcomers, then a hint each.
+    assert took <= 3 * DEFAULT_CONFIG.lease_ms / 1000, loads(fleet)
+    moved = handoffs(fleet) - before
+    assert 12 <= moved <= 18, moved  # 15 is the fewest that reach 5 each
+    assert all(len(fleet.streamed_by(n)) >= 4 for n in NEW)
+    # A handoff is never taken back by the worker that gave it (its hint is for the others).
+    for cid in urls:
+        history = await fleet.store.history(cid)
+        for gave, took_it in itertools.pairwise(history):
+            if isinstance(gave, LeaseReleased) and isinstance(took_it, LeaseAcquired):
+                assert worker_of(took_it.owner) != worker_of(gave.owner), history
+
+    # And then nothing moves, pass after pass.
+    settled = handoffs(fleet)
+    await fleet.clock.advance(60)
+    assert handoffs(fleet) == settled
+    assert balanced(fleet, 30)
+    await assert_nothing_lost_or_duplicated(fleet, urls)
+
+
+async def test_with_balance_off_nobody_hands_off() -> None:
+    fleet = Fleet(attrs.evolve(DEFAULT_CONFIG, balance=False))
+    try:
+        urls = {}
+        for name in OLD:
+            fleet.add_worker(name)
+        urls = {f"c{i:02}": await fleet.start(f"c{i:02}") for i in range(30)}
+        await fleet.clock.run_until(lambda: sum(loads(fleet).values()) == 30, 60)
+        for name in NEW:
+            fleet.add_worker(name)
+        await fleet.clock.advance(30)
+        assert handoffs(fleet) == 0
+        assert [len(fleet.streamed_by(n)) for n in NEW] == [0, 0, 0]
+    finally:
+        await fleet.close()
+    assert fleet.sink.rewrites == 0
+    assert all(p <= 1 for p in fleet.peak_subscribers().values())
+    assert set(urls) == {f"c{i:02}" for i in range(30)}
+
+
+async def test_a_worker_full_at_its_capacity_is_given_no_share_above_it(fleet: Fleet) -> None:
+    """WSFLEET_MAX_CONNECTIONS bounds a share: the small worker holds 4, the others share
+    the rest."""
+    small = attrs.evolve(DEFAULT_CONFIG, max_connections=4)
+    urls = await three_workers_holding(fleet, 30)
+    fleet.add_worker("small", config=small)
+    await fleet.clock.run_until(lambda: len(fleet.streamed_by("small")) == 4, 30)
+    await fleet.clock.advance(30)
+    assert len(fleet.streamed_by("small")) == 4
+    assert sorted(len(fleet.streamed_by(n)) for n in OLD) == [8, 9, 9]
+    await assert_nothing_lost_or_duplicated(fleet, urls)
