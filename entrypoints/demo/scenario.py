@@ -1,6 +1,7 @@
 """The demo's script: simulator, API and workers up; START every connection through the API;
-SIGKILL the busiest worker (a replacement starts, as a supervisor would, and receives its
-share of the fleet's connections by graceful handoffs, issue 14); SIGTERM the next
+SIGKILL the busiest worker (as a supervisor would, the demo reaps it and ends its session at
+once, so its connections move without waiting out the lease, then starts a replacement, which
+receives its share of the fleet's connections by graceful handoffs; issue 14); SIGTERM the next
 busiest (its replacement started first, as in a rolling deploy); end every stream; judge.
 
 Every wait has a deadline (a phase that overruns raises TimeoutError, naming what it waited
@@ -13,6 +14,9 @@ from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
+from application.deaths import WorkerDeaths
+from application.worker.session_keeper import worker_of
+from entrypoints.containers import provide
 from entrypoints.demo import backends
 from entrypoints.demo.judge import Move, Summary, judge_connection, takeovers, violations
 from entrypoints.demo.monitor import Monitor, Snapshot
@@ -91,7 +95,7 @@ class Scenario:
         await self._steady()
 
         self.reporter.phase("crash: SIGKILL the busiest worker")
-        crash = await self._crash(monitor)
+        crash = await self._crash(monitor, probe)
         await self._settle(monitor, "every connection of the crashed worker is taken over")
         self.reporter.event("owners: " + _load_text(monitor.latest))
 
@@ -148,15 +152,30 @@ class Scenario:
         await asyncio.gather(*(start(cid) for cid in self.ids))
         self.reporter.event(f"{len(self.ids)} STARTs accepted (202)")
 
-    async def _crash(self, monitor: Monitor) -> Move:
+    async def _crash(self, monitor: Monitor, probe: backends.Probe) -> Move:
         victim, owned = await self._busiest(monitor, exclude=())
+        worker_ids = {
+            worker_of(c.owner)
+            for cid, c in (monitor.latest.connections.items() if monitor.latest else ())
+            if cid in owned
+        }
         signal_at = now_ms()
         self.children.send(victim, signal.SIGKILL)
         self.reporter.event(
             f"SIGKILL {victim.name} (pid {victim.pid}) holding {len(owned)} connections"
         )
-        await self._start_worker()  # the supervisor replaces it
         code = await victim.exit_code(10)
+        # As the supervisor that reaped it would (issue 14; `wsfleet fleet` and `wsfleet
+        # end-session` do the same): the death is certain, so its session ends now and its
+        # connections are hinted, instead of waiting for the lease to run out.
+        deaths: WorkerDeaths = await provide(probe.container.core.deaths)
+        for worker_id in sorted(worker_ids):
+            await deaths.worker_died(worker_id, f"the demo reaped {victim.name}")
+        self.reporter.event(
+            f"{victim.name} reaped {(now_ms() - signal_at) / 1000:.2f}s after the SIGKILL: "
+            "its session ended, its connections hinted"
+        )
+        await self._start_worker()  # the supervisor replaces it
         return Move("crash", victim.name, signal_at, tuple(owned), code)
 
     async def _handoff(self, monitor: Monitor) -> Move:
