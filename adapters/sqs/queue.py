@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _NAMED_FAILURES = 10  # how many failed hints an error message lists by name
+# Hints received and neither deleted nor given back yet, remembered by receipt so a given-back
+# hint can be sent again as a new message (see `release`). Bounded: a worker holds at most a
+# few batches at once; beyond this, the oldest fall back to a visibility change.
+_REMEMBERED = 1_000
 
 
 class SqsNotificationQueue:
@@ -62,6 +66,7 @@ class SqsNotificationQueue:
         self._visibility_timeout_s = visibility_timeout_s
         self._batch_attempts = batch_attempts
         self._retry_delay_s = retry_delay_s
+        self._received: dict[str, str] = {}  # receipt -> connection id, oldest first
 
     async def send(self, connection_ids: Sequence[str]) -> None:
         refused: list[str] = []
@@ -92,10 +97,31 @@ class SqsNotificationQueue:
                 WaitTimeSeconds=min(MAX_WAIT_S, max(0, int(wait_s))),
                 VisibilityTimeout=self._visibility_timeout_s,
             )
-        return [_delivery(m) for m in response.get("Messages", []) if m.get("ReceiptHandle")]
+        deliveries = [_delivery(m) for m in response.get("Messages", []) if m.get("ReceiptHandle")]
+        for delivery in deliveries:
+            if delivery.connection_id is not None:
+                self._received[delivery.receipt] = delivery.connection_id
+        while len(self._received) > _REMEMBERED:
+            del self._received[next(iter(self._received))]
+        return deliveries
 
     async def release(self, receipts: Sequence[str]) -> None:
-        """ChangeMessageVisibilityBatch to 0: visible to every consumer again at once."""
+        """Give hints back for another consumer: each is sent again as a new message and the
+        received one deleted. A new message wakes a waiting long poll at once and starts its
+        receive count afresh: a hint given back for want of room is not a failure, and must
+        not be dead-lettered after `maxReceiveCount` give-backs (a visibility change keeps the
+        count; on moto it also reaches a waiting long poll only on its next one-second look:
+        docs/decisions.md). A receipt not remembered (or a malformed hint's) is made visible
+        again instead. If the send fails, nothing is deleted (the hint comes back when its
+        visibility timeout ends); if the delete fails, the hint is there twice (harmless)."""
+        known = [r for r in dict.fromkeys(receipts) if r in self._received]
+        if known:
+            await self.send([self._received[r] for r in known])
+            await self.delete(known)
+        await self._make_visible([r for r in receipts if r not in set(known)])
+
+    async def _make_visible(self, receipts: Sequence[str]) -> None:
+        """ChangeMessageVisibilityBatch to 0: visible to every consumer again."""
 
         async def call(entries: dict[str, str], ids: list[str]) -> Sequence[Failure]:
             response = await self._client.change_message_visibility_batch(
@@ -109,6 +135,9 @@ class SqsNotificationQueue:
         await self._per_receipt("ChangeMessageVisibilityBatch", "release", receipts, call)
 
     async def delete(self, receipts: Sequence[str]) -> None:
+        for receipt in receipts:
+            self._received.pop(receipt, None)
+
         async def call(entries: dict[str, str], ids: list[str]) -> Sequence[Failure]:
             response = await self._client.delete_message_batch(
                 QueueUrl=self._queue_url,

@@ -208,3 +208,24 @@ async def test_created_queue_sends_repeatedly_failed_hints_to_a_dead_letter_queu
 def test_an_invalid_visibility_timeout_is_refused_at_construction() -> None:
     with pytest.raises(ConfigurationError, match="visibility_timeout_s"):
         SqsNotificationQueue(cast(Any, object()), "url", visibility_timeout_s=-1)
+
+
+async def test_a_hint_given_back_more_often_than_the_dead_letter_limit_is_not_dead_lettered(
+    sqs: Any, queue_url: str
+) -> None:
+    """A hint given back for want of room is not a failure: given back more often than the
+    redrive policy's maxReceiveCount, it is still received (a visibility change would keep
+    its receive count and dead-letter it), and a long poll waiting elsewhere gets it as a new
+    message (moto wakes a waiting poll for a new message, not for a visibility change)."""
+    queue = SqsNotificationQueue(sqs, queue_url, visibility_timeout_s=30)
+    await queue.send(["c1"])
+
+    for _ in range(MAX_RECEIVE_COUNT + 2):
+        [delivery] = await queue.receive(10, wait_s=1)
+        assert delivery.connection_id == "c1"
+        await queue.release([delivery.receipt])
+
+    [last] = await queue.receive(10, wait_s=1)
+    assert last.connection_id == "c1"
+    await queue.delete([last.receipt])
+    assert await queue.receive(10, wait_s=0) == []
