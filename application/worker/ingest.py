@@ -143,6 +143,7 @@ class IngestWriter:
         # watches the stored count move (plain sums: no metrics call per message).
         self.received = 0
         self.stored = 0
+        self._failing = False  # the last write failed (SinkUnavailable) and none succeeded since
 
     def buffer(
         self, lease: Lease, checkpoint_seq: int, on_failure: Callable[[str], None]
@@ -224,6 +225,7 @@ class IngestWriter:
                 await self._ctx.sink.write([message for _, _, message in batch])
             except SinkUnavailable as exc:
                 attempt += 1
+                self._failing = True
                 self._ctx.metrics.count(SINK_ERRORS)
                 log.warning("sink write of %d failed (attempt %d): %s", len(batch), attempt, exc)
                 await self._ctx.clock.sleep(self._backoff.delay(attempt))
@@ -235,8 +237,22 @@ class IngestWriter:
             except Exception:
                 await self._isolate(batch)
                 return
+            self._failing = False
             self._settle(batch, None)
             return
+
+    def keeping_up(self) -> bool:
+        """The sink takes writes as they come: the last write did not fail, and nothing queued
+        has waited longer than a few flush intervals. A balancing handoff drains before it
+        releases, so one started while the sink is down or behind would leave its stream
+        without a subscriber for as long (found by tests/chaos: coverage lost during sink
+        outages and latency)."""
+        if self._failing:
+            return False
+        if not self._queue:
+            return True
+        waited_ms = self._ctx.clock.now_ms() - self._queue[0][2].received_at_ms
+        return waited_ms <= 4 * self._ctx.config.ingest_flush_interval_s * 1000
 
     async def _isolate(self, batch: list[_Entry]) -> None:
         """The sink failed on this batch in a way it did not name: split it until the message

@@ -187,8 +187,11 @@ NEVER = 2**63
 
 def _rebalance(ctx: WorkerContext, sessions: Sessions, keeper: SessionKeeper) -> None:
     """Above its share (domain/balance.py): hand the excess off, a bounded number per pass,
-    once the last handoffs are released and counted by their takers."""
+    once the last handoffs are released and counted by their takers, and only while the sink
+    keeps up (a handoff drains first: see IngestWriter.keeping_up)."""
     if sessions.leaving or not keeper.trusts(keeper.session_id):
+        return
+    if not sessions.writer.keeping_up():
         return
     count = sessions.balance.hand_off_now()
     if count:

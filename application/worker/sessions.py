@@ -39,6 +39,10 @@ class Sessions:
         # is for a worker below its share; if none takes it by then, this one may).
         self._handed_off: dict[str, float] = {}
 
+    @property
+    def writer(self) -> IngestWriter:
+        return self._writer
+
     def __len__(self) -> int:
         return len(self._running)
 

@@ -88,11 +88,14 @@ class Stats:
 
 
 class ChaosRun:
-    def __init__(self, backend: Backend, run_dir: Path, *, rate: float, seed: int) -> None:
+    def __init__(
+        self, backend: Backend, run_dir: Path, *, rate: float, seed: int, balance: bool = True
+    ) -> None:
         self.backend = backend
         self.run_dir = run_dir
         self.rate = rate
-        self.balance = backend.name in BALANCE_ON  # WSFLEET_BALANCE of every worker
+        # WSFLEET_BALANCE of every worker
+        self.balance = balance and backend.name in BALANCE_ON
         self.rng = random.Random(seed)
         self.seed = seed
         self.workers: dict[str, WorkerHandle] = {}

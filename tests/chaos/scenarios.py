@@ -92,10 +92,17 @@ def soak_schedule(minutes: float, names: Sequence[str] = ()) -> Schedule:
 
 
 async def execute(
-    backend_name: str, run_dir: Path, seed: int, schedule: Schedule, aws: LocalAws | None = None
+    backend_name: str,
+    run_dir: Path,
+    seed: int,
+    schedule: Schedule,
+    aws: LocalAws | None = None,
+    *,
+    balance: bool = True,
 ) -> Outcome:
-    """One run; `aws` is the session's local AWS (needed by the aws backend only)."""
-    run = ChaosRun(new_backend(backend_name, aws), run_dir, rate=RATE, seed=seed)
+    """One run; `aws` is the session's local AWS (needed by the aws backend only). `balance`:
+    workers balance where the backend allows it (tests/chaos/backends.py, BALANCE_ON)."""
+    run = ChaosRun(new_backend(backend_name, aws), run_dir, rate=RATE, seed=seed, balance=balance)
     verdict = Verdict()
     try:
         await run.open()
