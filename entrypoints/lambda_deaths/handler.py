@@ -1,23 +1,22 @@
 """The deaths Lambda handler: `entrypoints.lambda_deaths.handler.handler`.
 
 Invoked asynchronously by EventBridge. One event loop and one set of clients per Lambda
-container, as the router's handler keeps them (see entrypoints/lambda_router/handler.py).
+container (entrypoints/lambda_runtime.py).
 
 Outcomes: a malformed event is logged and dropped (retrying cannot mend it); an event about
 another cluster, service or status is ignored; a store or configuration failure raises, so
 that Lambda retries the event (ending sessions is idempotent) and it shows in Errors.
 """
 
-import asyncio
 import logging
 import os
 from typing import Any
 
 from application.deaths import WorkerDeaths
 from application.errors import ConfigurationError
-from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.lambda_deaths.events import Malformed, NotOurs, read_event
-from entrypoints.logging_setup import bind, bind_globally, setup_logging
+from entrypoints.lambda_runtime import AwsRuntime, PerContainer
+from entrypoints.logging_setup import bind
 from entrypoints.settings import load_settings
 
 log = logging.getLogger(__name__)
@@ -34,17 +33,8 @@ class _Runtime:
             raise ConfigurationError("the deaths Lambda needs WSFLEET_QUEUE_URL (the hints)")
         self.cluster_arn: str = settings.worker_cluster_arn
         self.service: str = settings.worker_service
-        setup_logging(settings.log_level)
-        bind_globally(service=settings.service_name)
-        self.loop = asyncio.new_event_loop()
-        self.container = AwsContainer(settings=settings)
-        try:
-            self.deaths: WorkerDeaths = self.loop.run_until_complete(
-                provide(self.container.core.deaths)
-            )
-        except BaseException:
-            self.close()
-            raise
+        self.aws = AwsRuntime(settings)
+        self.deaths: WorkerDeaths = self.aws.provide(self.aws.container.core.deaths)
 
     def invoke(self, event: Any, context: Any) -> dict[str, Any]:
         lambda_request_id = str(getattr(context, "aws_request_id", "") or "local")
@@ -58,9 +48,7 @@ class _Runtime:
                 log.info("event ignored: %s", found.why)
                 return {"result": "ignored", "why": found.why}
             with bind(task_id=found.task_id):
-                outcome = self.loop.run_until_complete(
-                    self.deaths.task_died(found.task_id, found.reason)
-                )
+                outcome = self.aws.run(self.deaths.task_died(found.task_id, found.reason))
             return {
                 "result": "ended",
                 "task_id": found.task_id,
@@ -70,26 +58,14 @@ class _Runtime:
                 "hints_sent": not outcome.hints_failed,
             }
 
-    def close(self) -> None:
-        try:
-            self.loop.run_until_complete(shutdown(self.container))
-        finally:
-            self.loop.close()
 
-
-_runtime: _Runtime | None = None
+_runtime = PerContainer(_Runtime, lambda runtime: runtime.aws.close())
 
 
 def handler(event: Any, context: Any) -> dict[str, Any]:
-    global _runtime
-    if _runtime is None:
-        _runtime = _Runtime()
-    return _runtime.invoke(event, context)
+    return _runtime.get().invoke(event, context)
 
 
 def close() -> None:
     """Close the clients and the loop (tests; a Lambda container is simply discarded)."""
-    global _runtime
-    if _runtime is not None:
-        runtime, _runtime = _runtime, None
-        runtime.close()
+    _runtime.close()
