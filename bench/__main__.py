@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import tempfile
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from bench.ingest import run_ingest
 from bench.limits import raise_open_files
 from bench.report import table
 from bench.store_cost import run_store_cost
-from bench.upstream import simulator
+from bench.upstream import SimulatorProcess, simulator
 from entrypoints.devstack.aws import open_local_aws
 from entrypoints.devstack.process import ProcessError
 
@@ -41,91 +42,82 @@ SUITES = (
 log = logging.getLogger("bench")
 
 
-async def fleet(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
-    results = []
+Scenario = Callable[[Backend, SimulatorProcess], Awaitable[dict[str, Any]]]
+
+
+async def per_backend(
+    args: argparse.Namespace,
+    log_dir: Path,
+    suite: str,
+    rate_of: Callable[[Backend], float],
+    scenario: Scenario,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run `scenario` on each backend of `args.backends`, each on a fresh deployment and
+    simulator at `rate_of(backend)` messages/s per connection. Returns (results, failures): a
+    run that does not finish is logged and kept apart, so the other backend's figures stay."""
+    results: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
     for name in args.backends:
         async with AsyncExitStack() as stack:
-            backend: Backend
-            if name == "aws":
-                backend = await stack.enter_async_context(open_aws_backend(log_dir))
-            else:
-                backend = await stack.enter_async_context(
-                    open_embedded_backend(log_dir / "embedded-data")
-                )
-            # moto (the fallback without DynamoDB Local) serializes DynamoDB requests at several
-            # ms each: 36 connections at 20 messages/s (a sink write per message at 1/10
-            # timings) overran it and leases churned, so there the fleet streams 2 messages/s.
-            on_moto = backend.aws is not None and backend.aws.fallback is not None
-            rate = 2.0 if on_moto else 20.0
-            if backend.aws is not None and args.aws_rate is not None:
-                rate = args.aws_rate
-            sim = await simulator(log_dir, rate=rate, name=f"{name}-simulator").start()
+            backend: Backend = await stack.enter_async_context(
+                open_aws_backend(log_dir, name=f"{suite}-local-aws")
+                if name == "aws"
+                else open_embedded_backend(log_dir / f"{suite}-embedded-data")
+            )
+            rate = rate_of(backend)
+            sim = await simulator(log_dir, rate=rate, name=f"{name}-{suite}-simulator").start()
             stack.push_async_callback(sim.stop)
             try:
-                result = await run_fleet(backend, sim, log_dir, **args.fleet)
-            # keep the other backend's figures
+                results.append({**await scenario(backend, sim), "rate": rate})
             except (TimeoutError, RuntimeError, ProcessError) as exc:
-                log.error("the %s fleet did not finish: %s", name, exc)
+                log.error("the %s %s run did not finish: %s", name, suite, exc)
                 failures.append({"backend": name, "rate": rate, "error": str(exc)[:2000]})
-                continue
-            results.append({**result, "rate": rate})
     if failures:
-        log.error("fleet runs that did not finish: %s", json.dumps(failures, indent=1))
+        log.error("%s runs that did not finish: %s", suite, json.dumps(failures, indent=1))
+    return results, failures
+
+
+def aws_rate(args: argparse.Namespace, backend: Backend, default: float) -> float:
+    """Messages/s per connection on `backend`: `default` on the AWS adapters unless
+    --aws-rate says otherwise, 20/s on the embedded one. The DynamoDB sink on DynamoDB Local
+    falls behind at 20/s (one conditional put per message; bench/RESULTS.md section 11), and
+    moto (the fallback without DynamoDB Local) serves one request at a time."""
+    if backend.aws is None:
+        return 20.0
+    return default if args.aws_rate is None else args.aws_rate
+
+
+async def fleet(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
+    def rate_of(backend: Backend) -> float:
+        on_moto = backend.aws is not None and backend.aws.fallback is not None
+        return aws_rate(args, backend, 2.0 if on_moto else 20.0)
+
+    async def scenario(backend: Backend, sim: SimulatorProcess) -> dict[str, Any]:
+        return await run_fleet(backend, sim, log_dir, **args.fleet)
+
+    results, _ = await per_backend(args, log_dir, "fleet", rate_of, scenario)
     return results
 
 
 async def deaths(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
     """Scenarios (b) and (c) of issue 14 per backend: see bench/deaths.py."""
-    results = []
-    for name in args.backends:
-        async with AsyncExitStack() as stack:
-            backend: Backend
-            if name == "aws":
-                backend = await stack.enter_async_context(
-                    open_aws_backend(log_dir, name="deaths-local-aws")
-                )
-            else:
-                backend = await stack.enter_async_context(
-                    open_embedded_backend(log_dir / "deaths-embedded-data")
-                )
-            # At 20 messages/s per connection the DynamoDB sink on DynamoDB Local falls behind
-            # (bench/RESULTS.md section 11) and a takeover waits for it: 2/s on the AWS adapters.
-            rate = 2.0 if backend.aws is not None else 20.0
-            if backend.aws is not None and args.aws_rate is not None:
-                rate = args.aws_rate
-            sim = await simulator(log_dir, rate=rate, name=f"{name}-deaths-simulator").start()
-            stack.push_async_callback(sim.stop)
-            try:
-                results.append(await run_deaths(backend, sim, log_dir, **args.deaths))
-            except (TimeoutError, RuntimeError, ProcessError) as exc:
-                log.error("the %s deaths run did not finish: %s", name, exc)
-                results.append({"backend": name, "error": str(exc)[:2000]})
-    return results
+
+    async def scenario(backend: Backend, sim: SimulatorProcess) -> dict[str, Any]:
+        return await run_deaths(backend, sim, log_dir, **args.deaths)
+
+    results, failures = await per_backend(
+        args, log_dir, "deaths", lambda b: aws_rate(args, b, 2.0), scenario
+    )
+    return results + failures  # the report shows a run that did not finish
 
 
 async def balance(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
     """Issue 14, scenario (a): 3 workers holding 300 connections, 3 more join."""
-    results = []
-    for name in args.backends:
-        async with AsyncExitStack() as stack:
-            backend: Backend
-            if name == "aws":
-                backend = await stack.enter_async_context(open_aws_backend(log_dir))
-            else:
-                backend = await stack.enter_async_context(
-                    open_embedded_backend(log_dir / "balance-data")
-                )
-            sim = await simulator(
-                log_dir, rate=args.balance_rate, name=f"{name}-balance-simulator"
-            ).start()
-            stack.push_async_callback(sim.stop)
-            try:
-                result = await run_balance(backend, sim, log_dir, **args.balance)
-            except (TimeoutError, RuntimeError, ProcessError) as exc:
-                log.error("the %s balance run did not finish: %s", name, exc)
-                continue
-            results.append({**result, "rate": args.balance_rate})
+
+    async def scenario(backend: Backend, sim: SimulatorProcess) -> dict[str, Any]:
+        return await run_balance(backend, sim, log_dir, **args.balance)
+
+    results, _ = await per_backend(args, log_dir, "balance", lambda _: args.balance_rate, scenario)
     return results
 
 
