@@ -22,8 +22,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
-import secrets
 import signal
 import socket
 import subprocess
@@ -38,6 +36,7 @@ from entrypoints.containers import provide
 from entrypoints.devstack.service import DIE_WITH_PARENT
 from entrypoints.logging_setup import bind_globally, setup_logging
 from entrypoints.settings import PREFIX, Settings
+from entrypoints.worker.identity import worker_id_for
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +44,12 @@ EXIT_OK = 0
 MAX_RESTART_DELAY_S = 30.0
 STABLE_S = 60.0  # a child that ran this long resets the restart back-off
 STOP_MARGIN_S = 5.0  # beyond the worker's own shutdown budget, before SIGKILL
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 async def fleet(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     settings = command_settings(env, writes=True, needs_queue=True)
     setup_logging(settings.log_level)
-    base = args.name or _UNSAFE.sub("-", socket.gethostname()).strip("-")[:64] or "worker"
+    base = args.name or socket.gethostname()
     bind_globally(service=settings.service_name)
     async with open_backend(settings) as container:
         deaths: WorkerDeaths = await provide(container.core.deaths)
@@ -109,7 +107,7 @@ class Supervisor:
         """One slot: start a worker, reap it, report its death, restart it, until stopped."""
         delay = self._restart_delay_s
         while not self._stopping.is_set():
-            worker_id = f"{self._base}-{secrets.token_hex(4)}"  # new for every start
+            worker_id = worker_id_for(self._base)  # new for every start
             started = time.monotonic()
             child = await self._spawn(slot, worker_id)
             self._children[slot] = child
