@@ -128,11 +128,15 @@ class Sessions:
     async def _take_if_room(
         self, connection_id: str, dead_owner: bool, no_room: list[str], round_trips: list[float]
     ) -> None:
-        room = self.capacity_free if dead_owner else self.free
-        if (room <= 0 and connection_id not in self) or self._handed_off_lately(connection_id):
-            no_room.append(connection_id)
+        no_room_for_it = connection_id not in self and self._room(dead_owner) <= 0
+        if no_room_for_it or self._handed_off_lately(connection_id):
+            no_room.append(connection_id)  # given back: another worker may take it
             return
         await self._take(connection_id, dead_owner, round_trips)
+
+    def _room(self, dead_owner: bool) -> int:
+        """By capacity alone for a dead owner's connection, by this worker's share otherwise."""
+        return self.capacity_free if dead_owner else self.free
 
     async def _take(self, connection_id: str, dead_owner: bool, round_trips: list[float]) -> bool:
         """`dead_owner`: the caller saw the owner's session dead (the orphan scan): room is
@@ -140,8 +144,9 @@ class Sessions:
         have been down for a lease already: taken at once, balanced afterwards). Whether the
         acquire was a takeover is the store's answer, not this."""
         ctx, keeper = self._ctx, self._keeper
-        room = self.capacity_free if dead_owner else self.free
-        if connection_id in self or room <= 0 or self._handed_off_lately(connection_id):
+        if connection_id in self or self._room(dead_owner) <= 0:
+            return False
+        if self._handed_off_lately(connection_id):
             return False
         # The session this take is made under, captured before the call: if it is fenced
         # meanwhile, the lease is born untrusted and ends at once.
