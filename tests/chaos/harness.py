@@ -14,6 +14,7 @@ import json
 import random
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ PICKUP_BOUND_S = 0.5 + SLACK_S + 1.0  # START -> subscriber (workers may be busy
 # A frozen worker resumed must close its stale subscribers before its next heartbeat.
 THAW_CLOSE_BOUND_S = HEARTBEAT_S
 now_ms = wall_ms  # epoch ms, the simulator's and the store's clock
+CLOCK_TOLERANCE_MS = 300  # worker and simulator stamp the same instant a little apart
 
 
 @attrs.define
@@ -105,6 +107,8 @@ class ChaosRun:
         self.timeline: list[Mark] = []
         self.freezes: list[Freeze] = []
         self.violations: list[str] = []
+        # Connections named by a coverage violation: the evidence prints their histories.
+        self.suspects: set[str] = set()
         self.notes: list[str] = []  # worth a reader's attention, not a broken promise
         self.stats = Stats()
         self.sim_port = 0
@@ -138,8 +142,11 @@ class ChaosRun:
         self.timeline.append(Mark(at, what, detail))
         return at
 
-    def violation(self, text: str) -> None:
+    def violation(self, text: str, problems: Sequence[str] = ()) -> None:
+        """Record a broken promise; `problems` (coverage problems, each naming its connection
+        first) make their connections suspects."""
         self.violations.append(f"[{now_ms()}] {text}")
+        self.suspects.update(p.split()[0] for p in problems)
 
     # -- workers ------------------------------------------------------------------------------
 
@@ -321,13 +328,16 @@ class ChaosRun:
                 if seconds > bound_s:
                     self.violation(
                         f"{kind}: recovered after {seconds:.2f}s > bound {bound_s}s; "
-                        f"meanwhile: {sorted(set(seen))}"
+                        f"meanwhile: {sorted(set(seen))}",
+                        seen,
                     )
                 return seconds
             if at - since_ms > bound_s * 1000:
                 seen += problems
             if at > limit_ms:
-                self.violation(f"{kind}: not recovered after {(at - since_ms) / 1000:.1f}s:")
+                self.violation(
+                    f"{kind}: not recovered after {(at - since_ms) / 1000:.1f}s:", problems
+                )
                 self.violations.extend(f"    {p}" for p in problems)
                 raise ChaosAbort(f"{kind} never recovered")
             await asyncio.sleep(0.1)
@@ -346,7 +356,7 @@ class ChaosRun:
             if problems and await self.balancing(problems, began):
                 continue
             if problems and held and required:
-                self.violation(f"{kind}: coverage lost: {problems}")
+                self.violation(f"{kind}: coverage lost: {problems}", problems)
             held = held and not problems
             await asyncio.sleep(0.1)
         return held
@@ -369,16 +379,26 @@ class ChaosRun:
         return True
 
     async def moved_gracefully(self, cids: list[str], since_ms: int) -> bool:
-        """Each of `cids` released by its owner since `since_ms`, and none taken over."""
+        """Each of `cids` released by its owner since `since_ms`, and not taken over after
+        that release. The release is stamped by its worker's clock, which may be skewed (the
+        clock-skew window's giver is often the skewed worker itself): "since" allows for
+        that, and "after" is judged by the history's order, not by time."""
+        earliest = since_ms - self.clock_tolerance_ms()
         for cid in cids:
             if self.wanted.get(cid) is not DesiredState.STARTED:
                 return False
-            events = [e for e in await self.backend.router.history(cid) if e.at_ms >= since_ms]
-            if any(isinstance(e, LeaseTakenOver) for e in events):
+            history = await self.backend.router.history(cid)
+            released = [i for i, e in enumerate(history) if isinstance(e, LeaseReleased)]
+            if not released or history[released[-1]].at_ms < earliest:
                 return False
-            if not any(isinstance(e, LeaseReleased) for e in events):
+            if any(isinstance(e, LeaseTakenOver) for e in history[released[-1] :]):
                 return False
         return True
+
+    def clock_tolerance_ms(self) -> int:
+        """How far apart two clocks of this run may stamp one instant: a little, plus the
+        largest skew injected into any worker."""
+        return CLOCK_TOLERANCE_MS + max([w.max_skew_ms for w in self.workers.values()] + [0])
 
 
 class ChaosAbort(Exception):

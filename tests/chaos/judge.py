@@ -25,8 +25,6 @@ from domain import Event, LeaseAcquired, LeaseTakenOver
 from entrypoints.devstack.judge import judge_stream
 from tests.chaos.harness import STOP_BOUND_S, THAW_CLOSE_BOUND_S, ChaosRun, Freeze, now_ms
 
-_CLOCK_TOLERANCE_MS = 300  # worker and simulator stamp the same instant a little apart
-
 
 @attrs.define
 class Verdict:
@@ -51,8 +49,7 @@ async def judge(run: ChaosRun, emitted_at_end: dict[str, int]) -> Verdict:
     verdict = Verdict()
     records = await run.records()
     names = run.by_worker_id()
-    skew = max([w.max_skew_ms for w in run.workers.values()] + [0])
-    tolerance = _CLOCK_TOLERANCE_MS + skew
+    tolerance = run.clock_tolerance_ms()
     for cid in sorted(run.wanted):
         connections = records.get(cid, {}).get("connections", [])
         history = await run.backend.router.history(cid)

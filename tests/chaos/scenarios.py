@@ -116,7 +116,7 @@ async def execute(
         verdict.notes[:0] = run.notes
         outcome = Outcome(backend_name, seed, run.stats, verdict, run.violations)
         if not outcome.ok:
-            outcome.report = await evidence(run, verdict.suspects)
+            outcome.report = await evidence(run, verdict.suspects | run.suspects)
         return outcome
     finally:
         await run.close()
