@@ -16,7 +16,10 @@ excess back and forth.
 - **Taking**: while some worker is short of its level by more than its band, a worker takes
   only up to its own target (one at or above it leaves hints and orphans to the short ones);
   when none is, anyone takes up to its capacity, so that nothing stays orphaned and a stale
-  view of small differences never delays a hint.
+  view of small differences never delays a hint. And only on a view that has caught up with
+  this worker's own takes (`last_take_ms`): its own load is counted now, the others' as of
+  their last report, so in a burst each worker sees itself above a target the others seem far
+  below, and all of them would decline the same hints until their next reports.
 """
 
 from collections.abc import Sequence
@@ -112,24 +115,28 @@ def share_of(
     *,
     max_hand_offs: int,
     settle_after_ms: int = 0,
+    last_take_ms: int = 0,
 ) -> Share:
     """`loads`: the live sessions as last reported (this worker's own entry, if there, is
     replaced by `me`, which is what it holds now). `settle_after_ms`: no handoff until every
-    other worker reported its load at or after this instant (see docs/decisions.md)."""
+    other worker reported its load at or after this instant (see docs/decisions.md).
+    `last_take_ms`: when this worker last took a connection; until every other worker has
+    reported after it, the share does not hold taking back."""
     if max_hand_offs < 0:
         raise ValueError(f"max_hand_offs must not be negative, got {max_hand_offs}")
     fleet = [load for load in loads if load.session_id != me.session_id] + [me]
     level = levels(fleet)
     target = targets(fleet)
     imbalanced = any(abs(x.held - level[x.session_id]) > band(level[x.session_id]) for x in fleet)
-    settled = all(
-        x.reported_at_ms >= settle_after_ms for x in fleet if x.session_id != me.session_id
-    )
+    others = [x for x in fleet if x.session_id != me.session_id]
+    settled = all(x.reported_at_ms >= settle_after_ms for x in others)
+    caught_up = all(x.reported_at_ms >= last_take_ms for x in others)
     mine = target[me.session_id]
     hand_off = 0
     if imbalanced and settled and me.held > mine:
         hand_off = min(me.held - mine, max_hand_offs)
     free = max(0, me.capacity - me.held)
     short = any(level[x.session_id] - x.held > band(level[x.session_id]) for x in fleet)
-    room = min(free, max(0, mine - me.held)) if short or (imbalanced and me.held > mine) else free
+    held_back = caught_up and (short or (imbalanced and me.held > mine))
+    room = min(free, max(0, mine - me.held)) if held_back else free
     return Share(level[me.session_id], mine, imbalanced, hand_off, room)

@@ -31,6 +31,7 @@ class Balance:
         # A handoff first wanted on the view read at this instant (epoch ms): it is made only
         # if a view reported entirely after it still wants it (None: none wanted).
         self._wanted_since_ms: int | None = None
+        self._last_take_ms = 0  # epoch ms this worker last took a connection
 
     @property
     def enabled(self) -> bool:
@@ -54,6 +55,7 @@ class Balance:
             me,
             max_hand_offs=ctx.config.balance_handoffs_per_pass,
             settle_after_ms=max(self._settle_after_ms, self._wanted_since_ms or 0),
+            last_take_ms=self._last_take_ms,
         )
 
     def moving(self) -> bool:
@@ -82,6 +84,11 @@ class Balance:
             self._wanted_since_ms = self._view_ms
             return 0
         return share.hand_off
+
+    def took(self, at_ms: int) -> None:
+        """This worker took a connection at `at_ms`: until every other worker has reported
+        its load after it, the view cannot hold taking back (domain/balance.py)."""
+        self._last_take_ms = max(self._last_take_ms, at_ms)
 
     def handed_off(self, at_ms: int) -> None:
         """A handoff to balance ended at `at_ms`: wait for the takers to report it. A taker

@@ -181,6 +181,7 @@ class Sessions:
         finally:
             self._acquiring.discard(connection_id)
         ctx.metrics.count(LEASE_ACQUISITIONS)
+        self.balance.took(now_ms)
         if took_over:
             ctx.metrics.count(TAKEOVERS)
         log.info(

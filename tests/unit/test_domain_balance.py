@@ -4,6 +4,7 @@ settles and then stays still."""
 
 import random
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -117,6 +118,23 @@ def test_handed_off_connections_not_yet_reported_by_their_taker_would_be_shed_tw
     assert share_of(stale, me, max_hand_offs=100, settle_after_ms=1_000).hand_off == 0
 
 
+def test_a_worker_that_took_since_the_others_reported_is_not_held_back_by_its_share() -> None:
+    """A burst: each worker counts its own takes now and the others' as of their reports, so
+    each seems above a target the others are far below; held back on that, all would decline
+    the same hints. Until every other worker reported after its last take, it takes by
+    capacity (balancing evens the burst out afterwards)."""
+    view = [Load("w1", 0, 100, 1_000), Load("w2", 0, 100, 1_000), Load("w3", 0, 100, 1_000)]
+    me = Load("w1", 10, 100)  # took ten STARTs since it last looked, at 1_400 the last
+    assert share_of(view, me, max_hand_offs=10).room == 0  # the view alone holds it back
+    assert share_of(view, me, max_hand_offs=10, last_take_ms=1_400).room == 90
+    caught_up = [attrs.evolve(x, reported_at_ms=1_400) for x in view]
+    assert share_of(caught_up, me, max_hand_offs=10, last_take_ms=1_400).room == 0
+    # It only ever lifts the hold on taking: what to hand off is judged as before.
+    assert share_of(view, me, max_hand_offs=10, last_take_ms=1_400).hand_off == (
+        share_of(view, me, max_hand_offs=10).hand_off
+    )
+
+
 def test_only_live_sessions_count_and_unreported_capacity_asks_nothing() -> None:
     sessions = [
         WorkerSession("w1", 1, expires_at_ms=10_000, held=30, capacity=100, updated_at_ms=9),
@@ -166,7 +184,9 @@ def simulate(
 ) -> tuple[list[int], bool]:
     """Passes of the whole fleet: every worker decides, the handed-off connections go to a
     pool, and workers take from it in random order up to their room (or, if none has room,
-    anyone with capacity: nothing stays orphaned). When `stale`, each worker sees the others'
+    anyone with capacity: nothing stays orphaned), as the worker does: a giver does not take back
+    what it just gave, and a worker that took since its view was reported takes by capacity
+    (`last_take_ms`). When `stale`, each worker sees the others'
     loads of one pass before (reported at that pass), and settles as the worker does: no
     handoff until the others reported after its last one. Returns the handoffs of each pass and
     whether the fleet ended within its bands."""
@@ -174,6 +194,7 @@ def simulate(
     caps = {x.session_id: x.capacity for x in loads}
     seen, seen_at = dict(held), 0
     last_hand_off = {w: -1 for w in held}
+    last_take = {w: 0 for w in held}
     moves = []
     for r in range(1, rounds + 1):
         view = [Load(w, seen[w], caps[w], seen_at) for w in held]
@@ -191,20 +212,27 @@ def simulate(
             if s.hand_off:
                 last_hand_off[w] = r
         moves.append(pool)
+        # As the worker does (Sessions: handed off lately), a giver does not take back what
+        # it just handed off while another worker has the capacity for it.
+        givers = {w for w in held if last_hand_off[w] == r}
         order = list(held)
         while pool:
             rng.shuffle(order)
             took = False
             for w in order:
-                s = share_of(view, Load(w, held[w], caps[w]), max_hand_offs=bound)
-                if pool and s.room > 0:
+                me = Load(w, held[w], caps[w])
+                s = share_of(view, me, max_hand_offs=bound, last_take_ms=last_take[w])
+                if pool and s.room > 0 and w not in givers:
                     held[w] += 1
                     pool -= 1
                     took = True
+                    last_take[w] = r
             if not took:  # nobody has room by its view: anyone with capacity takes
-                w = next(w for w in order if held[w] < caps[w])
+                able = [w for w in order if held[w] < caps[w]]
+                w = next((w for w in able if w not in givers), able[0])
                 held[w] += 1
                 pool -= 1
+                last_take[w] = r
         seen, seen_at = (before, r - 1) if stale else (dict(held), r)
     final = [Load(w, held[w], caps[w]) for w in held]
     level = levels(final)
