@@ -20,6 +20,8 @@ class InMemoryMessageSink:
         self.writes = 0  # batches written
         self.written = 0  # messages written, rewrites included
         self.rewrites = 0  # messages whose (connection, seq) was already stored
+        # Each rewrite as (connection, seq, stored token, rewriting token): whose write it was.
+        self.rewritten: list[tuple[str, int, int, int]] = []
         self._fail_next = 0
         self._fail_partially = False
 
@@ -61,6 +63,7 @@ class InMemoryMessageSink:
             else:
                 if stored is not None:
                     self.rewrites += 1
+                    self.rewritten.append((*key, stored.token, message.token))
                 self.messages[key] = message
                 self.written += 1
         if stale or conflicts or invalid:
