@@ -29,9 +29,6 @@ async def test_every_fault_once_keeps_one_active_owner_per_connection_and_loses_
     backend: str, tmp_path: Path, chaos_outcomes: list[Outcome], request: pytest.FixtureRequest
 ) -> None:
     aws = request.getfixturevalue("aws_session") if backend == "aws" else None
-    # Balancing off here: with it on, the embedded short schedule lost coverage in its
-    # clock-skew window in about one run of three (balancing handoffs whose hints waited past
-    # the handoff bound; docs/decisions.md). The soak's `join` runs it, with faults.
-    outcome = await execute(backend, tmp_path, SEED, short_schedule, aws, balance=False)
+    outcome = await execute(backend, tmp_path, SEED, short_schedule, aws)
     chaos_outcomes.append(outcome)
     assert outcome.ok, describe(outcome)
