@@ -14,7 +14,6 @@ import gc
 import json
 import logging
 import os
-import random
 import sys
 import time
 import tracemalloc
@@ -33,17 +32,15 @@ from adapters.memory.store import InMemoryConnectionStore
 from adapters.sqlite.message_sink import SqliteMessageSink
 from adapters.sqlite.store import SqliteConnectionStore
 from adapters.system.clock import SystemClock
-from adapters.system.resolver import SystemResolver
 from adapters.websocket import WebSocketConnector, WebSocketOptions
-from application.config import WorkerConfig
 from application.ports import ConnectionStore, MessageSink
 from application.router import EventRouter
-from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
 from bench.backends import aws_client
 from bench.limits import LoopLag, open_files, raise_open_files, self_rss_kib
 from bench.procs import cpu_seconds
 from bench.sinks import TARGET_MS, DiscardSink, TimingSink
+from entrypoints.containers import CoreContainer
 from entrypoints.settings import load_settings
 from entrypoints.worker.gc_tuning import tune_gc
 
@@ -113,33 +110,32 @@ async def main(args: argparse.Namespace) -> None:
     warnings = WarningCounter()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger().addHandler(warnings)
-    config = WorkerConfig(max_connections=max(args.steps) + 100)
+    env = {
+        "WSFLEET_MAX_CONNECTIONS": str(max(args.steps) + 100),
+        "WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true",  # the simulator is on 127.0.0.1
+    }
     if args.flush_interval:
-        config = WorkerConfig(
-            max_connections=config.max_connections, ingest_flush_interval_s=args.flush_interval
-        )
-    clock = SystemClock()
+        env["WSFLEET_INGEST_FLUSH_INTERVAL_S"] = str(args.flush_interval)
+    settings = load_settings(env)
     options = WebSocketOptions(
         ca_file=args.ca_file, tls_read_buffer=args.tls_read_buffer, open_timeout=args.open_timeout
     )
     lag = LoopLag()
     async with AsyncExitStack() as stack:
         store, sink = await open_ports(args, stack)
-        queue = InMemoryNotificationQueue(clock)
-        policy = UrlPolicy(resolver=SystemResolver(), allow_private=True)
-        worker = Worker(
-            worker_id="capacity",
-            config=config,
+        # The production wiring (entrypoints/containers.py) on the ports under measure.
+        clock = SystemClock()
+        core = CoreContainer(
+            settings=settings,
             store=store,
-            queue=queue,
-            upstream=WebSocketConnector(options),
+            queue=InMemoryNotificationQueue(clock),
             sink=sink,
             metrics=InMemoryMetrics(),
+            upstream=WebSocketConnector(options),
             clock=clock,
-            url_policy=policy,
-            rng=random.Random(1),
         )
-        router = EventRouter(store, queue, clock, policy)
+        worker: Worker = core.worker(worker_id="capacity")
+        router: EventRouter = core.router()
         tasks = [asyncio.create_task(worker.run()), asyncio.create_task(lag.run())]
         await asyncio.sleep(1.0)
         emit(

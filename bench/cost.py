@@ -14,7 +14,6 @@ renewals missed the 1.4 s trust window and leases churned, which is moto's limit
 The run reports self-fences and acquisitions in the window so that a churning run shows."""
 
 import asyncio
-import random
 from collections import Counter
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -24,18 +23,24 @@ from adapters.dynamodb.connection_store import DynamoDbConnectionStore
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.memory.metrics import InMemoryMetrics
 from adapters.sqs.queue import SqsNotificationQueue
-from adapters.system.clock import SystemClock
-from adapters.system.resolver import SystemResolver
 from adapters.websocket import WebSocketConnector
 from application.config import WorkerConfig
-from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
 from bench.backends import HINT_VISIBILITY_S, Backend, aws_client, open_aws_backend
 from bench.units import Meter, MeteringClient
 from bench.upstream import SimulatorProcess, simulator
+from entrypoints.containers import CoreContainer
 from entrypoints.devstack import records
+from entrypoints.devstack.workers import worker_timings
+from entrypoints.settings import load_settings
 
 SCALE = 0.25
+SETTINGS = load_settings(
+    {
+        **worker_timings(WorkerConfig().scaled(SCALE)),
+        "WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true",  # the simulator is on 127.0.0.1
+    }
+)
 DOCS_WRU, DOCS_RRU = 0, 0  # docs/deploy.md, per connection-hour in steady state (sessions)
 
 
@@ -84,18 +89,16 @@ class MeteredFleet:
                 backend.queue_url,
                 visibility_timeout_s=HINT_VISIBILITY_S,
             )
-            worker = Worker(
-                worker_id=f"cost-w{n}",
-                config=WorkerConfig().scaled(SCALE),
+            # The production wiring (entrypoints/containers.py) on metered ports.
+            core = CoreContainer(
+                settings=SETTINGS,
                 store=store,
                 queue=queue,
-                upstream=WebSocketConnector(),
                 sink=sink,
                 metrics=metrics,
-                clock=SystemClock(),
-                url_policy=UrlPolicy(resolver=SystemResolver(), allow_private=True),
-                rng=random.Random(n),
+                upstream=WebSocketConnector(),
             )
+            worker: Worker = core.worker(worker_id=f"cost-w{n}")
             self.stores.append(store)
             self.sinks.append(sink)
             self.members.append((worker, asyncio.create_task(worker.run())))
