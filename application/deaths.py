@@ -16,8 +16,8 @@ a report re-sends the hints for whatever the dead sessions still own, so a retry
 queue failed still gets the hints out. Each hint is sent twice (SECOND_ROUND_S).
 """
 
+import asyncio
 import logging
-import re
 from collections.abc import Callable
 
 import attrs
@@ -25,13 +25,11 @@ import attrs
 from application.errors import QueueUnavailable
 from application.ports import Clock, ConnectionStore, NotificationQueue
 from application.worker.session_keeper import session_id_of, worker_of
+from application.worker_ids import made_from
 from domain import InvalidCommand, WorkerSession, validate_session_id
 
 log = logging.getLogger(__name__)
 
-# A worker id is a base (an ECS task id, a host name, a chosen name) plus "-" and 8 hex digits
-# (entrypoints/worker/identity.py); an ECS task's sessions are found by that base.
-WORKER_SUFFIX = re.compile(r"-[0-9a-f]{8}")
 MAX_REASON = 200
 # The hints go out twice, this long apart. A worker killed during a long poll leaves that
 # receive open on a remote queue, and SQS (moto too) hands the first messages that arrive to
@@ -72,10 +70,7 @@ class WorkerDeaths:
         _check_name("task id", task_id)
 
         def of_task(session: WorkerSession) -> bool:
-            worker = worker_of(session.session_id)
-            return worker.startswith(task_id) and bool(
-                WORKER_SUFFIX.fullmatch(worker[len(task_id) :])
-            )
+            return made_from(worker_of(session.session_id), task_id)
 
         return await self._end(of_task, reason, f"task {task_id}")
 
@@ -94,9 +89,15 @@ class WorkerDeaths:
                 session.session_id, reason, self._clock.now_ms()
             ):
                 ended.append(session.session_id)
-        owned: list[str] = []
-        for session in sessions:
-            owned.extend(await self._store.owned_by(session.session_id))
+        # One read per session, side by side (a worker restarted often has several); every
+        # read ends before a failed one is raised.
+        found = await asyncio.gather(
+            *(self._store.owned_by(s.session_id) for s in sessions), return_exceptions=True
+        )
+        for result in found:
+            if isinstance(result, BaseException):
+                raise result
+        owned = [cid for result in found if not isinstance(result, BaseException) for cid in result]
         failed = False
         if owned:
             try:

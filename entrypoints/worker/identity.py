@@ -8,17 +8,18 @@ event loop, and a slow or missing endpoint only costs the nicer name."""
 import asyncio
 import json
 import logging
-import re
-import secrets
 import socket
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 
+from application.worker_ids import name_of, worker_id_for
+
+__all__ = ["METADATA_VARIABLE", "ecs_task_id", "name_of", "new_worker_id", "worker_id_for"]
+
 log = logging.getLogger(__name__)
 
 METADATA_VARIABLE = "ECS_CONTAINER_METADATA_URI_V4"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 async def new_worker_id(environ: Mapping[str, str], timeout_s: float = 1.0) -> str:
@@ -26,17 +27,6 @@ async def new_worker_id(environ: Mapping[str, str], timeout_s: float = 1.0) -> s
     return worker_id_for(
         (await ecs_task_id(uri, timeout_s) if uri else None) or socket.gethostname()
     )
-
-
-def worker_id_for(name: str) -> str:
-    """`name` (made safe) plus a random suffix: unique per process incarnation."""
-    base = _UNSAFE.sub("-", name).strip("-")[:64] or "worker"
-    return f"{base}-{secrets.token_hex(4)}"
-
-
-def name_of(worker_id: str) -> str:
-    """`w2-1a2b3c4d` -> `w2`: the name a worker id was made from (undoes `worker_id_for`)."""
-    return worker_id.rsplit("-", 1)[0]
 
 
 async def ecs_task_id(metadata_uri: str, timeout_s: float) -> str | None:

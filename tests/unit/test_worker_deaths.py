@@ -8,11 +8,12 @@ from typing import TypeVar
 import attrs
 import pytest
 
+from adapters.faults.store import FaultInjectingStore
 from adapters.memory.clock import FakeClock
 from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.store import InMemoryConnectionStore
 from application.deaths import WorkerDeaths
-from application.errors import QueueUnavailable
+from application.errors import QueueUnavailable, StoreUnavailable
 from application.ports import Delivery
 from domain import InvalidCommand, SessionEnded, SessionOpened
 from tests.support.fleet import Fleet
@@ -238,3 +239,23 @@ async def test_hints_swallowed_by_the_dead_worker_s_poll_in_flight_are_sent_agai
     swallowed = sorted(str(d.connection_id) for d in await abandoned)
     assert len(swallowed) == 2
     assert set(await app.hints()) == {"a", "b", "c"}  # each reaches a live worker
+
+
+async def test_a_failed_read_of_what_a_session_owns_is_raised_as_the_store_s_error(
+    app: Setup,
+) -> None:
+    """The reads of what each session owns run side by side; one that fails is raised as
+    StoreUnavailable (what every caller handles), after the others have ended, and nothing is
+    hinted: a retry of the report starts again."""
+    store = FaultInjectingStore(app.store, app.clock)
+    deaths = WorkerDeaths(store, app.queue, app.clock)
+    await app.holding("w-0badcafe#1", "a")
+    await app.holding("w-0badcafe#2", "b")
+    store.fail_next("owned_by")
+
+    with pytest.raises(StoreUnavailable):
+        await app.report(deaths.worker_died("w-0badcafe", "reaped"))
+
+    assert await app.hints() == []
+    outcome = await app.report(deaths.worker_died("w-0badcafe", "reaped"))
+    assert sorted(outcome.hinted) == ["a", "b"]

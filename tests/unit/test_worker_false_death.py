@@ -90,7 +90,8 @@ async def test_a_live_worker_reported_dead_fences_reopens_and_loses_nothing(
     # received again by the new owner and rewritten with the same data, which is all the
     # victim cannot know before its renew is refused (docs/decisions.md). Nothing else is.
     for cid, seq, stored_token, token in fleet.sink.rewritten:
-        assert cid in moved and stored_token == victim_tokens[cid] < token, (cid, seq)
+        assert cid in moved, (cid, seq)
+        assert stored_token == victim_tokens[cid] < token, (cid, seq)
     rate = 10  # messages/s of the fake upstream
     window_s = CONFIG.heartbeat_interval_s + 2 * CONFIG.ingest_flush_interval_s
     assert fleet.sink.rewrites <= len(moved) * rate * window_s
