@@ -131,3 +131,28 @@ async def test_a_burst_of_starts_is_taken_at_once_on_loads_a_heartbeat_stale(
     await fleet.clock.run_until(lambda: balanced(fleet, 30), 60)
     await fleet.clock.advance(10)  # every stream stores something before the judge
     await assert_nothing_lost_or_duplicated(fleet, urls)
+
+
+async def test_no_balancing_handoff_while_the_sink_is_down(fleet: Fleet) -> None:
+    """A handoff drains before it releases: started while the sink is down, it would leave
+    its stream without a subscriber for as long as the outage (IngestWriter.keeping_up). The
+    newcomers get their share once the sink is back."""
+    urls = await three_workers_holding(fleet, 30)
+    before = handoffs(fleet)
+    for name in OLD:
+        fleet.members[name].sink.outage = True
+    for name in NEW:
+        fleet.add_worker(name)
+    # Three leases: balancing with a healthy sink is done by then (the first test). Every
+    # stream keeps its subscriber throughout: no handoff was even begun.
+    for _ in range(3 * DEFAULT_CONFIG.lease_ms // 500):
+        await fleet.clock.advance(0.5)
+        assert sum(len(fleet.streamed_by(n)) for n in OLD) == 30
+        assert not any(fleet.members[n].worker.sessions.leaving for n in OLD)
+    assert handoffs(fleet) == before
+    assert [len(fleet.streamed_by(n)) for n in NEW] == [0, 0, 0]
+
+    for name in OLD:
+        fleet.members[name].sink.outage = False
+    await fleet.clock.run_until(lambda: balanced(fleet, 30), 60)
+    await assert_nothing_lost_or_duplicated(fleet, urls)
