@@ -243,10 +243,19 @@ class ConnectionSession:
         # Once not trusted, nothing more is written: the new owner resumes from our checkpoint.
         with contextlib.suppress(Fenced):
             await self.ingest.drain()
+        # Everything received is stored (messages dropped when trust ended are not).
+        drained = self.ingest.checkpoint >= self.ingest.next_seq - 1
         if self.lease.lost_to is not None:
             return SessionEnd.LEASE_LOST  # the sink saw a newer token while draining
         if self.fault is not None:
             end = SessionEnd.UPSTREAM_FAILED
+        elif end is SessionEnd.STREAM_ENDED and not drained:
+            # The upstream ended, but its last messages are not stored and cannot be now:
+            # ending the stream at this checkpoint would lose them for good (found by
+            # tests/unit/test_worker_stream_end_untrusted.py). Handed back still wanted
+            # instead: the next owner resumes after the checkpoint, receives the tail again
+            # and sees the end itself.
+            end = SessionEnd.LEASE_LOST
         for attempt in range(1, 4):
             try:
                 after = await self._hand_back(end)

@@ -1,0 +1,39 @@
+"""A stream that ends normally while its worker's trust lapses in the drain (issue 17's sink
+faults meet issue 12's trust rule): the messages still queued cannot be written once the
+lease is not trusted, so the connection must not be ended with a checkpoint below them. It is
+handed back still wanted instead, and a new owner resumes after the checkpoint, receives the
+tail again from the upstream and ends the stream itself. Nothing is lost."""
+
+from domain import NO_OWNER, DesiredState
+from tests.support.fleet import Fleet
+
+
+async def test_a_stream_ending_while_trust_lapses_in_the_drain_loses_nothing(
+    fleet: Fleet,
+) -> None:
+    a = fleet.add_worker("a")
+    url = await fleet.start_streamed_by("a", "c1")
+    await fleet.clock.advance(2)
+    stream = fleet.upstream.streams[url]
+
+    # The sink stops taking writes; the stream ends five messages later; every renew from
+    # now on is answered late (then correctly), so the session stays live in the store while
+    # the worker's own trust in it lapses during the drain.
+    a.sink.outage = True
+    stream.total = stream.due(fleet.clock.monotonic()) + 5
+    lease_s = fleet.config.lease_ms / 1000
+    a.store.stall_next("RenewSession", 2 * lease_s, n=10)
+    await fleet.clock.advance(lease_s)  # trust has lapsed; the drain could not write
+    a.sink.outage = False
+    fleet.add_worker("b")
+    conn = await fleet.store.get("c1")
+    for _ in range(300):  # until the stream's end is recorded (STOPPED by StreamEnded)
+        await fleet.clock.advance(0.1)
+        conn = await fleet.store.get("c1")
+        if conn is not None and conn.desired_state is DesiredState.STOPPED:
+            break
+    assert conn is not None
+    assert conn.desired_state is DesiredState.STOPPED, conn
+    assert conn.owner == NO_OWNER, conn
+    assert conn.checkpoint_seq == stream.total, "ended with a checkpoint below the stream's end"
+    fleet.assert_sink_complete("c1", url, upto=stream.total)
