@@ -55,10 +55,10 @@ class SessionEnd(enum.Enum):
 
 
 # Endings that hand back a connection still wanted and fit for another owner now: hinted at
-# once. (A shutdown's connections are hinted by the worker in one batch; STOP and a normal end
-# want no owner; an upstream given up on rests until its back-off ends; an unexpected error is
-# left to the next scan, so that a connection that keeps failing is not passed around in a
-# hot loop.)
+# once. (A shutdown's connections are hinted by the worker as they are released; STOP and a
+# normal end want no owner; an upstream given up on rests until its back-off ends; an
+# unexpected error is left to the next scan, so that a connection that keeps failing is not
+# passed around in a hot loop.)
 _STILL_WANTED = frozenset({SessionEnd.LEASE_LOST, SessionEnd.REBALANCE})
 
 

@@ -33,6 +33,7 @@ class Sessions:
         self._acquiring: set[str] = set()
         self._limit = TakeLimit(ctx.config)
         self.handed_over: list[str] = []  # released during shutdown: hint the fleet
+        self.handed_over_changed = asyncio.Event()  # set as each is added
         self.balance = Balance(ctx, lambda: keeper.session_id, self._held)
         self.leaving: set[str] = set()  # handed off to balance, not yet released
         # Handed off to balance: not taken back before the monotonic instant given (its hint
@@ -241,6 +242,7 @@ class Sessions:
             del self._running[connection_id]
         if session.end is SessionEnd.SHUTDOWN:
             self.handed_over.append(connection_id)
+            self.handed_over_changed.set()
         if connection_id in self.leaving:
             self.leaving.discard(connection_id)
             self.balance.handed_off(self._ctx.clock.now_ms())

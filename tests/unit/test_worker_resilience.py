@@ -7,6 +7,7 @@ import pytest
 
 from adapters.memory.queue import InMemoryNotificationQueue
 from application.config import WorkerConfig
+from application.ports import Clock
 from application.ports.queue import Delivery
 from application.worker.session_keeper import worker_of
 from domain import DesiredState, LeaseTakenOver, StreamEnded, UpstreamFailed
@@ -328,3 +329,47 @@ async def test_a_hint_that_arrives_when_full_is_given_back_for_a_worker_with_roo
         del full
     finally:
         await fleet.close()
+
+
+class HintTimes:
+    """The worker's view of the queue, recording when each hint was sent (virtual seconds)."""
+
+    def __init__(self, inner: InMemoryNotificationQueue, clock: Clock) -> None:
+        self._inner = inner
+        self._clock = clock
+        self.sent: list[tuple[float, tuple[str, ...]]] = []
+
+    async def send(self, connection_ids: Sequence[str]) -> None:
+        self.sent.append((self._clock.monotonic(), tuple(connection_ids)))
+        await self._inner.send(connection_ids)
+
+    async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:
+        return await self._inner.receive(max_messages, wait_s)
+
+    async def release(self, receipts: Sequence[str]) -> None:
+        await self._inner.release(receipts)
+
+    async def delete(self, receipts: Sequence[str]) -> None:
+        await self._inner.delete(receipts)
+
+
+async def test_a_shutdown_hints_each_connection_as_it_is_released_not_after_the_slowest(
+    fleet: Fleet,
+) -> None:
+    """GIVEN a worker holding four connections, one of whose releases is answered a second
+    late WHEN it shuts down THEN the other three are hinted at once, not a second later with
+    the slow one (the AWS fleet bench: a handoff's first hint waited for the last release)."""
+    queue = HintTimes(fleet.queue, fleet.clock)
+    member = fleet.add_worker("a", queue=queue)
+    for cid in ("c1", "c2", "c3", "c4"):
+        await fleet.start_streamed_by("a", cid)
+    await fleet.clock.advance(1)
+    queue.sent.clear()  # the STARTs' own hints went through the router, not this view
+    member.store.stall_next("Release", 1.0)
+    began = fleet.clock.monotonic()
+
+    await fleet.shutdown("a")
+
+    assert sorted(cid for _, ids in queue.sent for cid in ids) == ["c1", "c2", "c3", "c4"]
+    early = [cid for at, ids in queue.sent if at - began < 0.5 for cid in ids]
+    assert len(early) == 3, queue.sent
