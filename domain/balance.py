@@ -16,10 +16,11 @@ excess back and forth.
 - **Taking**: while some worker is short of its level by more than its band, a worker takes
   only up to its own target (one at or above it leaves hints and orphans to the short ones);
   when none is, anyone takes up to its capacity, so that nothing stays orphaned and a stale
-  view of small differences never delays a hint. And only on a view that has caught up with
-  this worker's own takes (`last_take_ms`): its own load is counted now, the others' as of
-  their last report, so in a burst each worker sees itself above a target the others seem far
-  below, and all of them would decline the same hints until their next reports.
+  view of small differences never delays a hint. Both handing off and holding back are judged
+  only on a view that has caught up with this worker's own takes (`last_take_ms`): its own
+  load is counted now, the others' as of their last report, so in a burst each worker sees
+  itself above a target the others seem far below, and all of them would decline the same
+  hints until their next reports.
 """
 
 from collections.abc import Sequence
@@ -121,7 +122,8 @@ def share_of(
     replaced by `me`, which is what it holds now). `settle_after_ms`: no handoff until every
     other worker reported its load at or after this instant (see docs/decisions.md).
     `last_take_ms`: when this worker last took a connection; until every other worker has
-    reported after it, the share does not hold taking back."""
+    reported after it, the view may miss what the others took meanwhile, so it neither holds
+    taking back nor asks for a handoff."""
     if max_hand_offs < 0:
         raise ValueError(f"max_hand_offs must not be negative, got {max_hand_offs}")
     fleet = [load for load in loads if load.session_id != me.session_id] + [me]
@@ -133,7 +135,7 @@ def share_of(
     caught_up = all(x.reported_at_ms >= last_take_ms for x in others)
     mine = target[me.session_id]
     hand_off = 0
-    if imbalanced and settled and me.held > mine:
+    if imbalanced and settled and caught_up and me.held > mine:
         hand_off = min(me.held - mine, max_hand_offs)
     free = max(0, me.capacity - me.held)
     short = any(level[x.session_id] - x.held > band(level[x.session_id]) for x in fleet)

@@ -129,10 +129,10 @@ def test_a_worker_that_took_since_the_others_reported_is_not_held_back_by_its_sh
     assert share_of(view, me, max_hand_offs=10, last_take_ms=1_400).room == 90
     caught_up = [attrs.evolve(x, reported_at_ms=1_400) for x in view]
     assert share_of(caught_up, me, max_hand_offs=10, last_take_ms=1_400).room == 0
-    # It only ever lifts the hold on taking: what to hand off is judged as before.
-    assert share_of(view, me, max_hand_offs=10, last_take_ms=1_400).hand_off == (
-        share_of(view, me, max_hand_offs=10).hand_off
-    )
+    # Nor is a handoff asked for on that view: the others may have taken as much.
+    assert share_of(view, me, max_hand_offs=10).hand_off == 6
+    assert share_of(view, me, max_hand_offs=10, last_take_ms=1_400).hand_off == 0
+    assert share_of(caught_up, me, max_hand_offs=10, last_take_ms=1_400).hand_off == 6
 
 
 def test_only_live_sessions_count_and_unreported_capacity_asks_nothing() -> None:
@@ -168,12 +168,12 @@ def test_targets_sum_to_what_is_held_within_capacity_and_within_one_of_the_level
         assert abs(target[x.session_id] - level[x.session_id]) < 1 + 1e-9
 
 
-@given(loads_strategy, st.integers(0, 20))
+@given(loads_strategy, st.integers(0, 20), st.integers(0, 2_000))
 def test_a_worker_hands_off_only_its_excess_and_takes_only_what_it_has_room_for(
-    loads: list[Load], bound: int
+    loads: list[Load], bound: int, last_take_ms: int
 ) -> None:
     for me in loads:
-        s = share_of(loads, me, max_hand_offs=bound)
+        s = share_of(loads, me, max_hand_offs=bound, last_take_ms=last_take_ms)
         assert 0 <= s.hand_off <= min(bound, max(0, me.held - s.target))
         assert 0 <= s.room <= me.capacity - me.held
         assert not (s.hand_off and s.room), "never sheds and takes at once"
@@ -206,6 +206,7 @@ def simulate(
                 Load(w, held[w], caps[w]),
                 max_hand_offs=bound,
                 settle_after_ms=last_hand_off[w] + 1,
+                last_take_ms=last_take[w],
             )
             held[w] -= s.hand_off
             pool += s.hand_off
