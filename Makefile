@@ -77,18 +77,18 @@ layers: $(STAMP)
 # before the first test runs).
 #
 # pytest runs twice, and the two runs together are every test: first everything not marked
-# `alone` on two xdist workers (each with its own local AWS; most of that time is waiting on
+# `serial` on two xdist workers (each with its own local AWS; most of that time is waiting on
 # processes, sockets and real timers, and one pytest process keeps only one core busy), then
-# the `alone` tests (chaos, hostile: judged against recovery and stall bounds) one at a time
+# the `serial` tests (chaos, hostile: judged against recovery and stall bounds) one at a time
 # with nothing beside them, as before. Exit code 5 (nothing selected, e.g. by PYTEST_ARGS="-k
-# ...") fails only if both runs selected nothing.
+# ...") fails only if both runs selected nothing. XDIST_WORKERS=0: the first run in-process.
 XDIST_WORKERS ?= 2
 test:
 	@$(MAKE) --no-print-directory -j3 $(STAMP) $(CHECKOV_STAMP) $(DYNAMODB_LOCAL_STAMP)
 	@$(MAKE) --no-print-directory -j3 lint typecheck layers
 	@rm -f $(ENGINE_NOTE)
-	@$(BIN)/python -m pytest -n $(XDIST_WORKERS) --dist worksteal -m "not alone" $(PYTEST_ARGS); a=$$?; \
-	  $(BIN)/python -m pytest -m alone $(PYTEST_ARGS); b=$$?; \
+	@$(BIN)/python -m pytest -n $(XDIST_WORKERS) --dist worksteal -m "not serial" $(PYTEST_ARGS); a=$$?; \
+	  $(BIN)/python -m pytest -m serial $(PYTEST_ARGS); b=$$?; \
 	  cat $(ENGINE_NOTE) 2>/dev/null; \
 	  if [ $$a -eq 5 ] && [ $$b -eq 5 ]; then exit 5; fi; \
 	  for s in $$a $$b; do if [ $$s -ne 0 ] && [ $$s -ne 5 ]; then exit $$s; fi; done

@@ -37,7 +37,7 @@ from tests.support.deployment import create_deployment
 from tests.support.dynamodb import read_messages
 
 # Stall bounds on the good streams: no other test beside it (Makefile, `test`).
-pytestmark = pytest.mark.alone
+pytestmark = pytest.mark.serial
 
 GOOD = [f"good-{i}" for i in range(1, 4)]
 SETTINGS = {
