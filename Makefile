@@ -79,7 +79,7 @@ layers: $(STAMP)
 # pytest runs twice, and the two runs together are every test: first everything not marked
 # `serial` on two xdist workers (each with its own local AWS; most of that time is waiting on
 # processes, sockets and real timers, and one pytest process keeps only one core busy), then
-# the `serial` tests (chaos, hostile: judged against recovery and stall bounds) one at a time
+# the `serial` tests (chaos, hostile, the demo: judged on recovery and stall bounds) one at a time
 # with nothing beside them, as before. Exit code 5 (nothing selected, e.g. by PYTEST_ARGS="-k
 # ...") fails only if both runs selected nothing. XDIST_WORKERS=0: the first run in-process.
 XDIST_WORKERS ?= 2
