@@ -18,6 +18,7 @@ from tests.chaos.scenarios import Outcome, describe, execute, short_schedule
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.serial,  # recovery bounds: no other test beside it (Makefile, `test`)
     pytest.mark.skipif(not sockets.available(), reason="attributes subscribers through /proc"),
 ]
 

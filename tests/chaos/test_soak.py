@@ -18,6 +18,7 @@ from tests.chaos.scenarios import SOAK_MENU, Outcome, describe, execute, soak_sc
 
 pytestmark = [
     pytest.mark.soak,
+    pytest.mark.serial,
     pytest.mark.skipif(not sockets.available(), reason="attributes subscribers through /proc"),
 ]
 

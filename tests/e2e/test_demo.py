@@ -20,6 +20,10 @@ def alive(pid: int) -> bool:
     return True
 
 
+# Judged on end-of-stream checkpoints and takeover times across five processes: under two
+# xdist workers on a loaded machine (load 9) one run of three saw "not ended cleanly
+# (checkpoint 85, emitted 86)", so it runs with the `serial` tests (Makefile, `test`).
+@pytest.mark.serial
 @pytest.mark.parametrize("backend", ["embedded", "aws"])
 def test_quick_demo_reports_no_loss_no_duplicate_and_one_owner_at_a_time(
     tmp_path: Path, backend: str

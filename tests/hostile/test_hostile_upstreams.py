@@ -36,6 +36,9 @@ from tests.e2e.worker_process import worker_process
 from tests.support.deployment import create_deployment
 from tests.support.dynamodb import read_messages
 
+# Stall bounds on the good streams: no other test beside it (Makefile, `test`).
+pytestmark = pytest.mark.serial
+
 GOOD = [f"good-{i}" for i in range(1, 4)]
 SETTINGS = {
     "WSFLEET_LEASE_MS": "4000",

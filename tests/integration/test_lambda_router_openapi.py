@@ -68,6 +68,10 @@ def router(aws_session: LocalAws) -> Iterator[None]:
             lambda_handler.close()
 
 
+# Serial (Makefile, `test`): on two xdist workers two runs of three failed with ST201 (a 413
+# for a schema-invalid body over the 16 KiB limit, not among the rejections schemathesis
+# expects); five runs in one process passed. The cause is not found yet.
+@pytest.mark.serial
 @schema.parametrize()
 @settings(
     max_examples=50,
