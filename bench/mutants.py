@@ -152,9 +152,11 @@ def run(module: str, max_children: int) -> dict[str, Any]:
 
 def collect(module: str, seconds: int, max_children: int) -> dict[str, Any]:
     work = work_dir(module)
-    commit = git("rev-parse", "--short", "HEAD") + (
-        "-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""
-    )
+    # Dirty only for changes that can change a verdict: not this script's own outputs (which
+    # every run before the first commit of its results leaves modified).
+    outputs = [f":!{p.relative_to(ROOT)}" for p in (RESULTS, REPORT, JUDGED)]
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", *outputs)
+    commit = git("rev-parse", "--short", "HEAD") + ("-dirty" if changed else "")
     mine = read_exit_codes(work)
     counts = Counter(status(v) for v in mine.values())
     print(f"  {module}: {dict(counts)} ({seconds} s)")
