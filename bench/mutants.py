@@ -136,6 +136,7 @@ def run(module: str, max_children: int) -> dict[str, Any]:
     print(f"mutmut over {module} with {len(tests)} test files; log in {work}/mutmut.log")
     cached = (work / "mutants").exists()
     began = time.monotonic()
+    commit = commit_now()  # the tree copied above, not whatever HEAD is when the run ends
     mutmut(work, module, max_children, [])
     if cached:
         # mutmut keeps a cached verdict unless the mutated function changed: survivors are
@@ -147,16 +148,14 @@ def run(module: str, max_children: int) -> dict[str, Any]:
         if again:
             mutmut(work, module, max_children, again)
     took_s = time.monotonic() - began
-    return collect(module, round(took_s), max_children)
+    return collect(module, round(took_s), max_children, commit)
 
 
-def collect(module: str, seconds: int, max_children: int) -> dict[str, Any]:
+def collect(
+    module: str, seconds: int, max_children: int, commit: str | None = None
+) -> dict[str, Any]:
     work = work_dir(module)
-    # Dirty only for changes that can change a verdict: not this script's own outputs (which
-    # every run before the first commit of its results leaves modified).
-    outputs = [f":!{p.relative_to(ROOT)}" for p in (RESULTS, REPORT, JUDGED)]
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", *outputs)
-    commit = git("rev-parse", "--short", "HEAD") + ("-dirty" if changed else "")
+    commit = commit or commit_now()
     mine = read_exit_codes(work)
     counts = Counter(status(v) for v in mine.values())
     print(f"  {module}: {dict(counts)} ({seconds} s)")
@@ -171,6 +170,14 @@ def collect(module: str, seconds: int, max_children: int) -> dict[str, Any]:
         "seconds": seconds,
         "survivors": {k: status(v) for k, v in sorted(mine.items()) if status(v) != "killed"},
     }
+
+
+def commit_now() -> str:
+    """HEAD, -dirty only for changes that can change a verdict: not this script's own outputs
+    (which every run before the first commit of its results leaves modified)."""
+    outputs = [f":!{p.relative_to(ROOT)}" for p in (RESULTS, REPORT, JUDGED)]
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", *outputs)
+    return git("rev-parse", "--short", "HEAD") + ("-dirty" if changed else "")
 
 
 def work_dir(module: str) -> Path:

@@ -189,3 +189,53 @@ async def test_a_buffer_takes_messages_up_to_exactly_its_byte_bound() -> None:
     await asyncio.wait_for(third, 1)
     await h.writer.flush()
     assert buffer.checkpoint == 3
+
+
+async def test_a_flush_writes_what_was_queued_when_it_began_in_sink_sized_batches() -> None:
+    """A message that arrives during a flush waits for the next one: a drain that took in
+    whatever kept arriving would never end under a steady inflow."""
+    h = Harness()
+    h.sink.max_batch = 2
+    buffer, _ = h.buffer("c1")
+    real_write = h.sink.write
+    batches: list[list[int]] = []
+
+    async def recorded(messages: Sequence[StoredMessage]) -> None:
+        batches.append([m.seq for m in messages])
+        if len(batches) == 1:
+            await buffer.put(4, "m4")  # arrives while the first batch is written
+        await real_write(messages)
+
+    h.sink.write = recorded  # type: ignore[method-assign]
+    await _three_messages(buffer)
+
+    await h.writer.flush()
+
+    assert batches == [[1, 2], [3]]
+    assert (buffer.checkpoint, buffer.pending) == (3, 1)
+
+
+async def test_what_is_stored_is_counted_once_with_the_lag_of_its_oldest_message() -> None:
+    h = Harness()
+    buffer, _ = h.buffer("c1")
+    await buffer.put(1, "m1")
+    await h.clock.advance(0.25)
+    await buffer.put(2, "m2")
+    await h.clock.advance(0.05)
+
+    await h.writer.flush()
+
+    assert h.metrics.counters["MessagesIngested"] == 2
+    assert h.writer.stored == 2
+    assert h.metrics.timings["IngestLagMs"] == [300]
+
+
+async def test_the_writer_keeps_up_while_nothing_queued_waited_past_four_flush_intervals() -> None:
+    h = Harness()  # flush interval 0.2 s: four of them are 800 ms
+    assert h.writer.keeping_up()
+    buffer, _ = h.buffer("c1")
+    await buffer.put(1, "m1")
+    await h.clock.advance(0.8)
+    assert h.writer.keeping_up()
+    await h.clock.advance(0.001)
+    assert not h.writer.keeping_up()
