@@ -42,7 +42,9 @@ JUDGED = ROOT / "bench" / "mutants_judged.toml"
 KEEP = "<!-- written by hand from here on; bench/mutants.py keeps it -->"
 
 STORE_CONTRACT = ["tests/contract/test_store_contract.py"]
-WORKER_UNIT = ["tests/unit/test_worker_*.py"]
+# The worker unit tier on virtual time, and the writer's fencing tests (same tier, named for
+# the writer).
+WORKER_UNIT = ["tests/unit/test_worker_*.py", "tests/unit/test_ingest_writer_fencing.py"]
 
 
 @attrs.frozen
@@ -134,22 +136,26 @@ def run(module: str, max_children: int) -> dict[str, Any]:
     print(f"mutmut over {module} with {len(tests)} test files; log in {work}/mutmut.log")
     cached = (work / "mutants").exists()
     began = time.monotonic()
+    commit = commit_now()  # the tree copied above, not whatever HEAD is when the run ends
     mutmut(work, module, max_children, [])
     if cached:
         # mutmut keeps a cached verdict unless the mutated function changed: survivors are
-        # retested by name, so that a test added since kills them in this report.
-        again = [k for k, v in read_exit_codes(work).items() if status(v) != "killed"]
+        # retested by name, so that a test added since kills them in this report. Not the
+        # timeouts: each costs the whole CPU limit again, and a hang is already a detection.
+        again = [
+            k for k, v in read_exit_codes(work).items() if status(v) in ("survived", "no tests")
+        ]
         if again:
             mutmut(work, module, max_children, again)
     took_s = time.monotonic() - began
-    return collect(module, round(took_s), max_children)
+    return collect(module, round(took_s), max_children, commit)
 
 
-def collect(module: str, seconds: int, max_children: int) -> dict[str, Any]:
+def collect(
+    module: str, seconds: int, max_children: int, commit: str | None = None
+) -> dict[str, Any]:
     work = work_dir(module)
-    commit = git("rev-parse", "--short", "HEAD") + (
-        "-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""
-    )
+    commit = commit or commit_now()
     mine = read_exit_codes(work)
     counts = Counter(status(v) for v in mine.values())
     print(f"  {module}: {dict(counts)} ({seconds} s)")
@@ -164,6 +170,14 @@ def collect(module: str, seconds: int, max_children: int) -> dict[str, Any]:
         "seconds": seconds,
         "survivors": {k: status(v) for k, v in sorted(mine.items()) if status(v) != "killed"},
     }
+
+
+def commit_now() -> str:
+    """HEAD, -dirty only for changes that can change a verdict: not this script's own outputs
+    (which every run before the first commit of its results leaves modified)."""
+    outputs = [f":!{p.relative_to(ROOT)}" for p in (RESULTS, REPORT, JUDGED)]
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", *outputs)
+    return git("rev-parse", "--short", "HEAD") + ("-dirty" if changed else "")
 
 
 def work_dir(module: str) -> Path:

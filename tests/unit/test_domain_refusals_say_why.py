@@ -13,8 +13,11 @@ from domain import (
     LeaseLost,
     LeaseUnavailable,
     Release,
+    SessionEvent,
     SessionNotLive,
+    SessionOpened,
     decide,
+    evolve_session,
 )
 from domain.codec import event_from_dict
 from domain.identifiers import MAX_URL_LENGTH, validate_session_id, validate_ws_url
@@ -111,3 +114,36 @@ def test_a_url_of_exactly_the_length_limit_is_valid() -> None:
 
 def test_a_started_connection_is_stamped_with_its_start_time() -> None:
     assert started(T0 + 5).updated_at_ms == T0 + 5
+
+
+def test_a_lease_is_held_by_its_owner_under_its_current_token_only() -> None:
+    """After the same session released and took the connection again (token 2), its old token
+    holds nothing; nor does another session presenting the current token."""
+    first = leased("s1")
+    released, _ = run(first, Release(CID, "s1", first.token, 0), T0 + 1)
+    again, _ = run(released, Acquire(CID, "s1"), T0 + 2)
+    assert again.token == first.token + 1
+    assert again.is_held_by("s1", again.token, T0 + 3, LIVE)
+    assert not again.is_held_by("s1", first.token, T0 + 3, LIVE)
+    assert not again.is_held_by("s2", again.token, T0 + 3, LIVE)
+
+
+def test_a_session_is_opened_only_as_its_first_event_and_only_at_version_one() -> None:
+    first = SessionOpened(session_id="s1", version=1, at_ms=T0, expires_at_ms=T0 + 1, capacity=1)
+    with pytest.raises(InvalidTransition, match=r"^session 's1' cannot be opened twice$"):
+        evolve_session(evolve_session(None, first), first)  # version 1 again on a session
+    with pytest.raises(InvalidTransition, match=r"^session 's1' cannot be opened twice$"):
+        evolve_session(None, attrs.evolve(first, version=2))  # no session yet, version 2
+
+
+def test_an_unknown_session_event_is_refused_naming_its_type() -> None:
+    @attrs.frozen(kw_only=True)
+    class SessionHibernated(SessionEvent):
+        pass
+
+    session = evolve_session(
+        None,
+        SessionOpened(session_id="s1", version=1, at_ms=T0, expires_at_ms=T0 + 1, capacity=1),
+    )
+    with pytest.raises(InvalidTransition, match=r"^unknown session event SessionHibernated$"):
+        evolve_session(session, SessionHibernated(session_id="s1", version=2, at_ms=T0))
