@@ -260,16 +260,20 @@ async def test_a_gap_in_upstream_seqs_is_counted_not_hidden(fleet: Fleet) -> Non
     assert 34 in fleet.sink.seqs("c1")
 
 
-class AbandonedPollsCount:
-    """The worker's view of the queue, counting long polls abandoned mid-flight (on SQS such a
-    poll can still catch a message on the server and hide it) and receipts given back."""
+class QueueWatch:
+    """The worker's view of the queue, recording long polls abandoned mid-flight (on SQS such
+    a poll can still catch a message on the server and hide it), receipts given back, and
+    when each hint was sent (virtual seconds)."""
 
-    def __init__(self, inner: InMemoryNotificationQueue) -> None:
+    def __init__(self, inner: InMemoryNotificationQueue, clock: Clock) -> None:
         self._inner = inner
+        self._clock = clock
         self.abandoned = 0
         self.released: list[str] = []
+        self.sent: list[tuple[float, tuple[str, ...]]] = []
 
     async def send(self, connection_ids: Sequence[str]) -> None:
+        self.sent.append((self._clock.monotonic(), tuple(connection_ids)))
         await self._inner.send(connection_ids)
 
     async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:
@@ -290,7 +294,7 @@ class AbandonedPollsCount:
 async def test_shutdown_lets_the_last_long_poll_finish_and_gives_back_what_it_caught(
     fleet: Fleet,
 ) -> None:
-    queue = AbandonedPollsCount(fleet.queue)
+    queue = QueueWatch(fleet.queue, fleet.clock)
     member = fleet.add_worker("a", queue=queue)
     await fleet.start_streamed_by("a", "c1")
     await fleet.clock.advance(1)
@@ -331,35 +335,13 @@ async def test_a_hint_that_arrives_when_full_is_given_back_for_a_worker_with_roo
         await fleet.close()
 
 
-class HintTimes:
-    """The worker's view of the queue, recording when each hint was sent (virtual seconds)."""
-
-    def __init__(self, inner: InMemoryNotificationQueue, clock: Clock) -> None:
-        self._inner = inner
-        self._clock = clock
-        self.sent: list[tuple[float, tuple[str, ...]]] = []
-
-    async def send(self, connection_ids: Sequence[str]) -> None:
-        self.sent.append((self._clock.monotonic(), tuple(connection_ids)))
-        await self._inner.send(connection_ids)
-
-    async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:
-        return await self._inner.receive(max_messages, wait_s)
-
-    async def release(self, receipts: Sequence[str]) -> None:
-        await self._inner.release(receipts)
-
-    async def delete(self, receipts: Sequence[str]) -> None:
-        await self._inner.delete(receipts)
-
-
 async def test_a_shutdown_hints_each_connection_as_it_is_released_not_after_the_slowest(
     fleet: Fleet,
 ) -> None:
     """GIVEN a worker holding four connections, one of whose releases is answered a second
     late WHEN it shuts down THEN the other three are hinted at once, not a second later with
     the slow one (the AWS fleet bench: a handoff's first hint waited for the last release)."""
-    queue = HintTimes(fleet.queue, fleet.clock)
+    queue = QueueWatch(fleet.queue, fleet.clock)
     member = fleet.add_worker("a", queue=queue)
     for cid in ("c1", "c2", "c3", "c4"):
         await fleet.start_streamed_by("a", cid)
