@@ -256,14 +256,23 @@ class ConnectionSession:
             # instead: the next owner resumes after the checkpoint, receives the tail again
             # and sees the end itself.
             end = SessionEnd.LEASE_LOST
-        for attempt in range(1, 4):
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 after = await self._hand_back(end)
             except LeaseLost:
                 return end
             except (StoreUnavailable, DomainError) as exc:
                 log.warning("hand-back attempt %d failed: %s", attempt, exc, extra=self._extra())
-                await self._ctx.clock.sleep(0.1 * attempt)
+                # A store that fails is retried for as long as the lease is trusted: given up
+                # on, the connection would stay held by this live session and streamed by
+                # nobody (the soak: three throttled releases of a balancing handoff left c05
+                # without a subscriber for good). Once untrusted, the session's end makes it
+                # an orphan. A refusal is not retried past three attempts.
+                if attempt >= 3 and (isinstance(exc, DomainError) or not self.lease.valid()):
+                    return end
+                await self._ctx.clock.sleep(min(1.0, 0.1 * attempt))
                 continue
             # A STOP honoured just as a START came back (found by bench/fleet: the START's
             # hint found the connection still held, and nothing else would take it before
@@ -272,7 +281,6 @@ class ConnectionSession:
             if end in _STILL_WANTED or restarted:
                 await self._hint()
             return end
-        return end
 
     async def _hint(self) -> None:
         """Tell the fleet the connection is free now (found by tests/chaos): otherwise it

@@ -2,7 +2,8 @@
 faults meet issue 12's trust rule): the messages still queued cannot be written once the
 lease is not trusted, so the connection must not be ended with a checkpoint below them. It is
 handed back still wanted instead, and a new owner resumes after the checkpoint, receives the
-tail again from the upstream and ends the stream itself. Nothing is lost."""
+tail again from the upstream and ends the stream itself. Nothing is lost. And a hand-back the
+store keeps failing is retried while the lease is trusted, not given up on."""
 
 from domain import NO_OWNER, DesiredState
 from tests.support.fleet import Fleet
@@ -36,4 +37,29 @@ async def test_a_stream_ending_while_trust_lapses_in_the_drain_loses_nothing(
     assert conn.desired_state is DesiredState.STOPPED, conn
     assert conn.owner == NO_OWNER, conn
     assert conn.checkpoint_seq == stream.total, "ended with a checkpoint below the stream's end"
+    fleet.assert_sink_complete("c1", url, upto=stream.total)
+
+
+async def test_a_hand_back_the_store_keeps_failing_is_retried_until_it_lands(
+    fleet: Fleet,
+) -> None:
+    """Given up on after three failed attempts, a hand-back left the connection held by the
+    live session and streamed by nobody, for good (the soak: a balancing handoff's releases
+    throttled three times). It is retried while the lease is trusted."""
+    a = fleet.add_worker("a")
+    url = await fleet.start_streamed_by("a", "c1")
+    await fleet.clock.advance(2)
+    stream = fleet.upstream.streams[url]
+    stream.total = stream.due(fleet.clock.monotonic()) + 5
+    a.store.fail_next("EndStream", 6)
+
+    conn = await fleet.store.get("c1")
+    for _ in range(100):
+        await fleet.clock.advance(0.1)
+        conn = await fleet.store.get("c1")
+        if conn is not None and conn.desired_state is DesiredState.STOPPED:
+            break
+    assert conn is not None
+    assert conn.desired_state is DesiredState.STOPPED, conn
+    assert conn.checkpoint_seq == stream.total
     fleet.assert_sink_complete("c1", url, upto=stream.total)
