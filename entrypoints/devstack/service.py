@@ -55,12 +55,23 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+# Ports this process has handed out: never the same one twice. The kernel may return a port
+# just closed again, and two workers started together were given one health port: the chaos
+# harness then read one worker's id for both and judged the other's streams as unleased.
+_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    """A port nobody listens on now (the service binds it a moment later; a collision shows
-    as a service that exits early, and the caller may retry)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nobody listens on now and that this process has not handed out before (the
+    service binds it a moment later; a collision shows as a service that exits early, and the
+    caller may retry)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 @attrs.define(eq=False)
