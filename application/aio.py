@@ -24,6 +24,19 @@ async def first_completed(*awaitables: Awaitable[T]) -> T:
     return first.result()
 
 
+async def gather_all(*awaitables: Awaitable[T]) -> list[T]:
+    """Run the awaitables together until every one has ended, then return their results in
+    order, or raise the first error (in the order given). Unlike a plain gather, a failure
+    never leaves the others running unawaited; cancelling the call cancels and awaits all."""
+    outcomes = await asyncio.gather(*awaitables, return_exceptions=True)
+    results: list[T] = []
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+        results.append(outcome)
+    return results
+
+
 async def wait_or_timeout(event: asyncio.Event, clock: Clock, timeout_s: float) -> bool:
     """Wait for `event` up to `timeout_s` on the injected clock; True if it was set."""
     if event.is_set():

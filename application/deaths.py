@@ -16,12 +16,12 @@ a report re-sends the hints for whatever the dead sessions still own, so a retry
 queue failed still gets the hints out. Each hint is sent twice (SECOND_ROUND_S).
 """
 
-import asyncio
 import logging
 from collections.abc import Callable
 
 import attrs
 
+from application.aio import gather_all
 from application.errors import QueueUnavailable
 from application.ports import Clock, ConnectionStore, NotificationQueue
 from application.worker.session_keeper import session_id_of, worker_of
@@ -89,15 +89,9 @@ class WorkerDeaths:
                 session.session_id, reason, self._clock.now_ms()
             ):
                 ended.append(session.session_id)
-        # One read per session, side by side (a worker restarted often has several); every
-        # read ends before a failed one is raised.
-        found = await asyncio.gather(
-            *(self._store.owned_by(s.session_id) for s in sessions), return_exceptions=True
-        )
-        for result in found:
-            if isinstance(result, BaseException):
-                raise result
-        owned = [cid for result in found if not isinstance(result, BaseException) for cid in result]
+        # One read per session, side by side (a worker restarted often has several).
+        found = await gather_all(*(self._store.owned_by(s.session_id) for s in sessions))
+        owned = [cid for cids in found for cid in cids]
         failed = False
         if owned:
             try:

@@ -41,6 +41,7 @@ from botocore.exceptions import ClientError
 from adapters.dynamodb import schema
 from adapters.dynamodb.errors import CONDITION_FAILED, error_code, failed_item, unavailable_as
 from adapters.dynamodb.items import message_to_item
+from application.aio import gather_all
 from application.errors import ConfigurationError, SinkRefused, SinkUnavailable
 from application.ports.sink import StoredMessage, follow_links, storable
 
@@ -111,15 +112,13 @@ class DynamoDbMessageSink:
         # One put per key: the last copy of a seq in the batch is the one written.
         unique = {(m.connection_id, m.seq): m for m in messages}
         self._count("messages", len(unique))
-        outcomes = await asyncio.gather(
-            *(self._put(m) for m in unique.values()), return_exceptions=True
-        )
+        # Every put ends before an error (unavailable: the batch is retried; or a deployment
+        # error) is raised.
+        outcomes = await gather_all(*(self._put(m) for m in unique.values()))
         stale: set[_Key] = set()
         conflicts: set[_Key] = set()
         invalid: set[_Key] = set()
         for key, outcome in zip(unique, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                raise outcome  # unavailable (retry the batch) or a deployment error
             {"stale": stale, "conflict": conflicts, "invalid": invalid, "stored": set()}[
                 outcome
             ].add(key)

@@ -4,7 +4,7 @@ import asyncio
 import logging
 from collections.abc import Iterator, Sequence
 
-from application.aio import first_completed
+from application.aio import first_completed, gather_all
 from application.errors import SinkUnavailable, StoreUnavailable
 from application.ports.metrics import (
     ACQUISITION_CONFLICTS,
@@ -109,17 +109,17 @@ class Sessions:
             size = self._limit.current
             wave, pending = pending[:size], pending[size:]
             round_trips: list[float] = []
-            # return_exceptions: one failed take must not leave the others running unowned;
-            # and cancelling this call cancels and awaits every one of them.
-            outcomes = await asyncio.gather(
-                *(self._take_if_room(cid, dead, no_room, round_trips) for cid, dead in wave),
-                return_exceptions=True,
-            )
-            errors = [o for o in outcomes if isinstance(o, BaseException)]
-            if errors or round_trips:
-                self._limit.after_wave(None if errors else max(round_trips))
-            if errors:
-                raise errors[0]
+            # gather_all: one failed take must not leave the others running unowned; and
+            # cancelling this call cancels and awaits every one of them.
+            try:
+                await gather_all(
+                    *(self._take_if_room(cid, dead, no_room, round_trips) for cid, dead in wave)
+                )
+            except Exception:
+                self._limit.after_wave(None)
+                raise
+            if round_trips:
+                self._limit.after_wave(max(round_trips))
         return no_room
 
     async def take(self, connection_id: str, *, dead_owner: bool = False) -> bool:
