@@ -31,12 +31,12 @@ from collections.abc import Mapping
 
 from application.deaths import WorkerDeaths
 from application.errors import ApplicationError
+from application.worker_ids import worker_id_for
 from entrypoints.cli.backend import command_settings, open_backend
 from entrypoints.containers import provide
 from entrypoints.devstack.service import DIE_WITH_PARENT
 from entrypoints.logging_setup import bind_globally, setup_logging
 from entrypoints.settings import PREFIX, Settings
-from entrypoints.worker.identity import worker_id_for
 
 log = logging.getLogger(__name__)
 

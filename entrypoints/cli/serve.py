@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from application.errors import ConfigurationError
 from application.worker.worker import Worker
+from application.worker_ids import worker_id_for
 from entrypoints.api import EventApi
 from entrypoints.chaos import chaos_faults
 from entrypoints.cli.api_perimeter import ApiPerimeter
@@ -20,7 +21,7 @@ from entrypoints.cli.backend import command_settings, open_backend
 from entrypoints.containers import provide
 from entrypoints.logging_setup import bind_globally, setup_logging
 from entrypoints.settings import PREFIX
-from entrypoints.worker.identity import new_worker_id, worker_id_for
+from entrypoints.worker.identity import new_worker_id
 from entrypoints.worker_main import serve
 
 EXIT_OK = 0

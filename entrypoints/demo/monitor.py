@@ -10,11 +10,11 @@ import attrs
 
 from application.errors import ApplicationError
 from application.worker.session_keeper import worker_of
+from application.worker_ids import name_of
 from domain import NO_OWNER, Connection, LeaseStatus, WorkerSession
 from entrypoints.demo.backends import Probe
 from entrypoints.devstack import http
 from entrypoints.devstack.process import Process
-from entrypoints.worker.identity import name_of
 
 log = logging.getLogger(__name__)
 

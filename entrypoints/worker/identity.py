@@ -13,9 +13,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 
-from application.worker_ids import name_of, worker_id_for
-
-__all__ = ["METADATA_VARIABLE", "ecs_task_id", "name_of", "new_worker_id", "worker_id_for"]
+from application.worker_ids import worker_id_for
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from application.worker.session_keeper import worker_of
+from application.worker_ids import name_of
 from entrypoints.cli.main import main
 from entrypoints.devstack.aws import LocalAws
-from entrypoints.worker.identity import name_of
 from tests.e2e.cli_process import cli_process, run_cli
 from tests.support.deployment import create_deployment_sync
 

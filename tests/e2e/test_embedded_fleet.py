@@ -15,13 +15,13 @@ from adapters.sqlite.message_sink import SqliteMessageSink
 from application.ports import ConnectionStore
 from application.router import EventRouter
 from application.worker.session_keeper import worker_of
+from application.worker_ids import name_of
 from domain import NO_OWNER, DesiredState, LeaseStatus
 from entrypoints.containers import provide, shutdown
 from entrypoints.devstack.process import Process
 from entrypoints.embedded import EmbeddedContainer, messages_path
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
-from entrypoints.worker.identity import name_of
 from tests.e2e.cli_process import cli_process
 
 T = TypeVar("T")

@@ -24,11 +24,12 @@ from adapters.memory.store import InMemoryConnectionStore
 from adapters.memory.upstream import FakeUpstream
 from adapters.system.clock import SystemClock
 from application.worker.worker import Worker
+from application.worker_ids import name_of
 from entrypoints.containers import CoreContainer, provide
 from entrypoints.logging_setup import bind, setup_logging
 from entrypoints.settings import load_settings
 from entrypoints.worker.health import HealthServer
-from entrypoints.worker.identity import METADATA_VARIABLE, name_of, new_worker_id
+from entrypoints.worker.identity import METADATA_VARIABLE, new_worker_id
 from entrypoints.worker.signals import WATCHDOG_EXIT_CODE, ShutdownSignals
 from tests.support.logs import preserved_logging
 
