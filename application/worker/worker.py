@@ -182,7 +182,6 @@ class Worker:
             hints.cancel()
             await asyncio.gather(hints, return_exceptions=True)
         await self._end_session("shutdown")
-        handed = list(self.sessions.handed_over)
         await first_completed(ctx.metrics.flush(), ctx.clock.sleep(1.0))  # never raises
         poll = self._loops.get("poll")
         if poll is not None:
@@ -192,7 +191,7 @@ class Worker:
             await first_completed(asyncio.wait([poll]), ctx.clock.sleep(max(0.0, left)))
         log.info(
             "shutdown complete: %d connections handed over in %.2fs",
-            len(handed),
+            len(self.sessions.handed_over),
             ctx.clock.monotonic() - began,
             extra={"worker_id": ctx.worker_id},
         )

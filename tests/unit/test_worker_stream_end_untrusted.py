@@ -5,8 +5,20 @@ handed back still wanted instead, and a new owner resumes after the checkpoint, 
 tail again from the upstream and ends the stream itself. Nothing is lost. And a hand-back the
 store keeps failing is retried while the lease is trusted, not given up on."""
 
-from domain import NO_OWNER, DesiredState
+from domain import NO_OWNER, Connection, DesiredState
 from tests.support.fleet import Fleet
+
+
+async def ended(fleet: Fleet, connection_id: str, within_s: float) -> Connection:
+    """Advance virtual time until the stream's end is recorded (STOPPED by its StreamEnded);
+    the connection as stored then."""
+    conn = None
+    for _ in range(int(within_s * 10)):
+        await fleet.clock.advance(0.1)
+        conn = await fleet.store.get(connection_id)
+        if conn is not None and conn.desired_state is DesiredState.STOPPED:
+            return conn
+    raise AssertionError(f"{connection_id}: no end recorded within {within_s}s: {conn}")
 
 
 async def test_a_stream_ending_while_trust_lapses_in_the_drain_loses_nothing(
@@ -27,14 +39,7 @@ async def test_a_stream_ending_while_trust_lapses_in_the_drain_loses_nothing(
     await fleet.clock.advance(lease_s)  # trust has lapsed; the drain could not write
     a.sink.outage = False
     fleet.add_worker("b")
-    conn = await fleet.store.get("c1")
-    for _ in range(300):  # until the stream's end is recorded (STOPPED by StreamEnded)
-        await fleet.clock.advance(0.1)
-        conn = await fleet.store.get("c1")
-        if conn is not None and conn.desired_state is DesiredState.STOPPED:
-            break
-    assert conn is not None
-    assert conn.desired_state is DesiredState.STOPPED, conn
+    conn = await ended(fleet, "c1", within_s=30)
     assert conn.owner == NO_OWNER, conn
     assert conn.checkpoint_seq == stream.total, "ended with a checkpoint below the stream's end"
     fleet.assert_sink_complete("c1", url, upto=stream.total)
@@ -53,13 +58,6 @@ async def test_a_hand_back_the_store_keeps_failing_is_retried_until_it_lands(
     stream.total = stream.due(fleet.clock.monotonic()) + 5
     a.store.fail_next("EndStream", 6)
 
-    conn = await fleet.store.get("c1")
-    for _ in range(100):
-        await fleet.clock.advance(0.1)
-        conn = await fleet.store.get("c1")
-        if conn is not None and conn.desired_state is DesiredState.STOPPED:
-            break
-    assert conn is not None
-    assert conn.desired_state is DesiredState.STOPPED, conn
+    conn = await ended(fleet, "c1", within_s=10)
     assert conn.checkpoint_seq == stream.total
     fleet.assert_sink_complete("c1", url, upto=stream.total)
