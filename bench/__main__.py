@@ -176,28 +176,17 @@ async def capacity(
 async def capacity_aws(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
     """One worker on the AWS adapters, DynamoDB Local as the store: the store's requests/s at
     each step with a discarding sink (what session leases cost: issue 12's "calls per second at
-    10,000"), then the ramp with the DynamoDB messages table as the sink too (issue 11)."""
-    async with open_local_aws(log_dir / "capacity-aws") as aws:
-        endpoint = ["--endpoint", aws.dynamodb_url]
-        runs = [
-            await run_capacity(
-                log_dir,
-                "capacity-dynamodb-store",
-                args.aws_steps,
-                window_s=args.window,
-                extra=["--store", "dynamodb", "--sink", "discard", *endpoint],
-            )
-        ]
-        if not args.quick:
-            runs.append(
-                await run_capacity(
-                    log_dir,
-                    "capacity-aws-adapters",
-                    args.aws_sink_steps,
-                    window_s=args.window,
-                    extra=["--store", "dynamodb", "--sink", "dynamodb", *endpoint],
-                )
-            )
+    10,000"), then the ramp with the DynamoDB messages table as the sink too (issue 11). Each
+    ramp on a DynamoDB Local of its own: on a shared one the second found the first's 10,000
+    connections still STARTED and spent its worker on taking them."""
+    ramps = [("capacity-dynamodb-store", args.aws_steps, "discard")]
+    if not args.quick:
+        ramps.append(("capacity-aws-adapters", args.aws_sink_steps, "dynamodb"))
+    runs = []
+    for name, steps, sink in ramps:
+        async with open_local_aws(log_dir / name) as aws:
+            extra = ["--store", "dynamodb", "--sink", sink, "--endpoint", aws.dynamodb_url]
+            runs.append(await run_capacity(log_dir, name, steps, window_s=args.window, extra=extra))
     return runs
 
 
