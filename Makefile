@@ -73,8 +73,8 @@ layers: $(STAMP)
 	$(BIN)/lint-imports
 
 # The three installs are independent network fetches and the three checks independent reads
-# of the tree: each group runs side by side (on a clean 2-core clone, about a minute less
-# before the first test runs).
+# of the tree: all run side by side, each check as soon as the project's own virtualenv is
+# there (the other two installs, checkov's and DynamoDB Local's, are still fetching then).
 #
 # pytest runs twice, and the two runs together are every test: first everything not marked
 # `serial` on two xdist workers (each with its own local AWS; most of that time is waiting on
@@ -84,11 +84,10 @@ layers: $(STAMP)
 # ...") fails only if both runs selected nothing. XDIST_WORKERS=0: the first run in-process.
 XDIST_WORKERS ?= 2
 test:
-	@$(MAKE) --no-print-directory -j3 $(STAMP) $(CHECKOV_STAMP) $(DYNAMODB_LOCAL_STAMP)
-	@$(MAKE) --no-print-directory -j3 lint typecheck layers
+	@$(MAKE) --no-print-directory -j5 lint typecheck layers $(CHECKOV_STAMP) $(DYNAMODB_LOCAL_STAMP)
 	@rm -f $(ENGINE_NOTE)
-	@$(BIN)/python -m pytest -n $(XDIST_WORKERS) --dist worksteal -m "not serial" $(PYTEST_ARGS); a=$$?; \
-	  $(BIN)/python -m pytest -m serial $(PYTEST_ARGS); b=$$?; \
+	@$(BIN)/python -m pytest -n $(XDIST_WORKERS) --dist worksteal -m "not serial" --durations=10 $(PYTEST_ARGS); a=$$?; \
+	  $(BIN)/python -m pytest -m serial --durations=10 $(PYTEST_ARGS); b=$$?; \
 	  cat $(ENGINE_NOTE) 2>/dev/null; \
 	  if [ $$a -eq 5 ] && [ $$b -eq 5 ]; then exit 5; fi; \
 	  for s in $$a $$b; do if [ $$s -ne 0 ] && [ $$s -ne 5 ]; then exit $$s; fi; done
