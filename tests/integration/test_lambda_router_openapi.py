@@ -80,9 +80,6 @@ def router(aws_session: LocalAws) -> Iterator[None]:
             lambda_handler.close()
 
 
-# Serial (Makefile, `test`): it was moved there when its ST201 failures (above) were first seen
-# on two xdist workers, before their cause was found.
-@pytest.mark.serial
 @schema.parametrize()
 @settings(
     max_examples=50,
