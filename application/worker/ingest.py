@@ -75,6 +75,11 @@ class IngestBuffer:
         self._next_settled = 0  # the ticket that must settle next for the checkpoint to move
         self._gap = False  # a message was not stored: the checkpoint never moves again
 
+    @property
+    def stalled(self) -> bool:
+        """A message was not stored (dropped, refused, lost): the checkpoint never moves again."""
+        return self._gap
+
     async def put(self, seq: int, data: str) -> None:
         """Queue one message for writing; waits while this session's buffer is full.
         Raises Fenced once the lease is not trusted, Rejected once the connection failed."""

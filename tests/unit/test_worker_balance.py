@@ -156,3 +156,30 @@ async def test_no_balancing_handoff_while_the_sink_is_down(fleet: Fleet) -> None
         fleet.members[name].sink.outage = False
     await fleet.clock.run_until(lambda: balanced(fleet, 30), 60)
     await assert_nothing_lost_or_duplicated(fleet, urls)
+
+
+async def test_a_handoff_begun_as_the_sink_goes_down_keeps_its_streams_until_the_sink_is_back(
+    fleet: Fleet,
+) -> None:
+    """The race the check above cannot close: the handoff is decided just after the sink
+    went down, before any write failed (the soak: decided 0.26 s into a sink outage, it left 4
+    streams without a subscriber for the whole 3 s outage). The handoff waits for the sink
+    with its streams still open, and moves them once what they received is stored."""
+    urls = await three_workers_holding(fleet, 30)
+    giver = fleet.members[OLD[0]]
+    giver.sink.outage = True
+    await fleet.clock.advance(0.1)  # messages wait for the next flush; no write has failed yet
+    assert giver.worker.sessions.writer.keeping_up()
+    moving = giver.worker.sessions.hand_off(3)
+    for name in NEW:
+        fleet.add_worker(name)
+    for _ in range(3 * DEFAULT_CONFIG.lease_ms // 500):
+        await fleet.clock.advance(0.5)
+        assert all(fleet.owner_of(cid) for cid in moving), "a moving stream lost its subscriber"
+    assert set(moving) <= set(fleet.streamed_by(OLD[0]))  # the handoff waits for the sink
+
+    giver.sink.outage = False
+    await fleet.clock.run_until(lambda: not set(moving) & set(fleet.streamed_by(OLD[0])), 10)
+    await fleet.clock.run_until(lambda: all(fleet.owner_of(cid) for cid in moving), 10)
+    await fleet.clock.run_until(lambda: balanced(fleet, 30), 60)
+    await assert_nothing_lost_or_duplicated(fleet, urls)
