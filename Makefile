@@ -79,15 +79,17 @@ layers: $(STAMP)
 # pytest runs twice, and the two runs together are every test: first everything not marked
 # `serial` on two xdist workers (each with its own local AWS; most of that time is waiting on
 # processes, sockets and real timers, and one pytest process keeps only one core busy), then
-# the `serial` tests (chaos, hostile, the demo: judged on recovery and stall bounds) one at a time
-# with nothing beside them, as before. Exit code 5 (nothing selected, e.g. by PYTEST_ARGS="-k
-# ...") fails only if both runs selected nothing. XDIST_WORKERS=0: the first run in-process.
+# the `serial` tests (chaos, hostile, the demo: judged on recovery and stall bounds) on two
+# workers in two fixed groups: the two chaos runs one after the other on one, everything else on
+# the other (tests/conftest.py), so no chaos fleet ever runs beside another. Exit code 5
+# (nothing selected, e.g. by PYTEST_ARGS="-k ...") fails only if both runs selected nothing.
+# XDIST_WORKERS=0: both runs in-process, one test at a time.
 XDIST_WORKERS ?= 2
 test:
 	@$(MAKE) --no-print-directory -j5 lint typecheck layers $(CHECKOV_STAMP) $(DYNAMODB_LOCAL_STAMP)
 	@rm -f $(ENGINE_NOTE)
 	@$(BIN)/python -m pytest -n $(XDIST_WORKERS) --dist worksteal -m "not serial" --durations=10 $(PYTEST_ARGS); a=$$?; \
-	  $(BIN)/python -m pytest -m serial --durations=10 $(PYTEST_ARGS); b=$$?; \
+	  $(BIN)/python -m pytest -n $(XDIST_WORKERS) --dist loadgroup -m serial --durations=10 $(PYTEST_ARGS); b=$$?; \
 	  cat $(ENGINE_NOTE) 2>/dev/null; \
 	  if [ $$a -eq 5 ] && [ $$b -eq 5 ]; then exit 5; fi; \
 	  for s in $$a $$b; do if [ $$s -ne 0 ] && [ $$s -ne 5 ]; then exit $$s; fi; done

@@ -1,12 +1,11 @@
 """The chaos suite's switches: the long soak is marked `soak` and runs only with `--soak`
-(`make chaos`); its length comes from CHAOS_MINUTES. A summary of every chaos run (faults
-injected, invariant checks, worst recovery per fault) is printed at the end of the session."""
+(`make chaos`); its length comes from CHAOS_MINUTES. Every run is added to the session's
+chaos summary (tests/chaos/summary.py)."""
 
 import pytest
 
+from tests.chaos import summary
 from tests.chaos.scenarios import Outcome
-
-_OUTCOMES: list[Outcome] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,31 +27,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def chaos_outcomes() -> list[Outcome]:
-    return _OUTCOMES
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not _OUTCOMES:
-        return
-    write = terminalreporter.write_line
-    terminalreporter.section("chaos summary")
-    faults: dict[str, int] = {}
-    worst: dict[str, float] = {}
-    count: dict[str, int] = {}
-    checks = 0
-    for outcome in _OUTCOMES:
-        checks += outcome.stats.checks + outcome.verdict.checks
-        for kind, n in outcome.stats.faults.items():
-            faults[kind] = faults.get(kind, 0) + n
-        for kind, seconds in outcome.stats.recoveries.items():
-            worst[kind] = max([worst.get(kind, 0.0), *seconds])
-            count[kind] = count.get(kind, 0) + len(seconds)
-    failed = sum(not o.ok for o in _OUTCOMES)
-    backends = sorted({o.backend for o in _OUTCOMES})
-    write(f"runs: {len(_OUTCOMES)} ({', '.join(backends)}), failed: {failed}")
-    write(f"faults injected: {sum(faults.values())}, invariant checks: {checks}")
-    for kind in sorted(faults):
-        write(f"  {faults[kind]:5d} x {kind}")
-    write("recovery (worst observed, seconds; n = times measured):")
-    for kind in sorted(worst):
-        write(f"  {worst[kind]:6.2f}  {kind} (n={count[kind]})")
+    return summary.OUTCOMES
