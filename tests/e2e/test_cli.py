@@ -207,7 +207,12 @@ async def test_simulator_api_and_worker_run_and_the_operator_commands_see_them(
         assert "w1-" in table.stdout
         history = await asyncio.to_thread(run_cli, ["history", "a", "--json"], tmp_path)
         types = [e["type"] for e in json.loads(history.stdout)["events"]]
-        assert types == ["ConnectionStarted", "LeaseAcquired"]
+        assert types[:2] == ["ConnectionStarted", "LeaseAcquired"]
+        # On a loaded machine the worker may self-fence (a 2 s lease here) and take the
+        # connection back: released and acquired again, each time, nothing else (seen once in a
+        # clean clone's `make test`: "session no longer trusted", then token 2).
+        again = types[2:]
+        assert again == (["LeaseReleased", "LeaseAcquired"] * len(again))[: len(again)], types
         assert (
             "LeaseAcquired" in (await asyncio.to_thread(run_cli, ["history", "a"], tmp_path)).stdout
         )
