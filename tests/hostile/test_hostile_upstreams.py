@@ -3,7 +3,8 @@ hostile.py) served next to good streams to real worker processes, on both backen
 rolling SIGTERM. The judges:
 
 - every good stream, and every tolerated misbehaviour, is stored with no gap and its own
-  data, and never stalls more than a second beyond its message interval;
+  data, and was handed over at each SIGTERM: its history has no expiry takeover, and no
+  stall as long as a lease;
 - every stream that breaks the contract ends in the persisted back-off, with nothing stored
   past its last good message, and was connected at most a few times in all;
 - every worker exits 0 on SIGTERM (none died of a neighbour's message).
@@ -25,6 +26,7 @@ from adapters.dynamodb.schema import TableNames
 from adapters.sqlite.message_sink import SqliteMessageSink
 from application.ports import ConnectionStore, StoredMessage
 from application.router import EventRouter
+from domain.events import LeaseTakenOver
 from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.devstack.aws import LocalAws
 from entrypoints.embedded import EmbeddedContainer, messages_path
@@ -66,7 +68,6 @@ AWS_PACE = {
     "WSFLEET_SHUTDOWN_BUDGET_S": "6",
 }
 PHASE_S = 3.0  # between the steps of the rolling restart
-STALL_BOUND_MS = 2500  # below the leases (4 s, 10 s): a stream that waited for expiry fails
 MOST_CONNECTS = 3  # "a few": a fault, and at most a retry or two around a handoff
 
 
@@ -80,6 +81,7 @@ class Worker(Protocol):
 
 @attrs.define
 class Backend:
+    lease_ms: int  # what a stream that waited for its lease to expire would have stalled
     router: EventRouter
     store: ConnectionStore
     read: Callable[[str], Awaitable[list[StoredMessage]]]
@@ -103,6 +105,7 @@ async def embedded(stack: AsyncExitStack, request: pytest.FixtureRequest) -> Bac
         return process
 
     return Backend(
+        int(SETTINGS["WSFLEET_LEASE_MS"]),
         await provide(container.core.router),
         await provide(container.store),
         sink.read,
@@ -128,7 +131,11 @@ async def aws(stack: AsyncExitStack, request: pytest.FixtureRequest) -> Backend:
         return process
 
     return Backend(
-        await provide(container.core.router), await provide(container.store), read, start_worker
+        int(AWS_PACE["WSFLEET_LEASE_MS"]),
+        await provide(container.core.router),
+        await provide(container.store),
+        read,
+        start_worker,
     )
 
 
@@ -183,6 +190,9 @@ async def test_hostile_upstreams_cost_only_their_own_connections(
         assert seqs == list(range(1, len(seqs) + 1)), f"{cid}: gap or duplicate"
         assert all(m.data == f"{cid}:{m.seq}" for m in stored), f"{cid}: not its own data"
         stalls[cid] = max(gaps)
+        # Handed over, not waited out: an ownership change by expiry is a LeaseTakenOver.
+        history = await backend.router.history(cid)
+        assert not [e for e in history if isinstance(e, LeaseTakenOver)], (cid, history)
     now_ms = time.time_ns() // 1_000_000
     for kind in FAULTS:
         cid = f"h-{kind}"
@@ -192,10 +202,10 @@ async def test_hostile_upstreams_cost_only_their_own_connections(
         last_good = 0 if kind == "slow-handshake" else GOOD_FIRST
         assert [m.seq for m in await backend.read(cid)] == list(range(1, last_good + 1)), cid
         assert 1 <= sim.hostile_connects.get(cid, 0) <= MOST_CONNECTS, (cid, sim.hostile_connects)
-    # Through both handoffs, no stream waited for a lease to expire (4 s) or a scan: each was
-    # handed over. The target, a second, is a latency and is measured by `make bench`; on a
-    # loaded machine the handoff alone took up to 1.3 s here.
-    assert max(stalls.values()) <= STALL_BOUND_MS, stalls
+    # How long a handoff takes (target: a second) is a latency, measured by `make bench`, not
+    # here: beside the chaos suite on a 2-core machine one took 2.5 s. A stall as long as a
+    # lease is no latency but a stream left unowned until a scan found it.
+    assert max(stalls.values()) < backend.lease_ms, stalls
     w3 = backend.workers[2]
     w3.signal(signal.SIGTERM)
     assert await w3.wait(10) == 0
