@@ -6,6 +6,7 @@ store wrapper (to crash a worker), the metrics and the DNS. The simulator judges
 the messages table is read back seq by seq."""
 
 import asyncio
+import logging
 import random
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
@@ -29,6 +30,7 @@ from application.worker.worker import Worker
 from domain import DesiredState, LeaseTakenOver
 from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.devstack.aws import LocalAws
+from entrypoints.logging_setup import JsonFormatter
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
 from tests.support.dynamodb import TABLES, dynamodb_client, read_messages
@@ -47,6 +49,7 @@ class AwsFleet:
     dynamodb: Any
     sim: UpstreamSimulator
     router: EventRouter
+    log: pytest.LogCaptureFixture  # the workers' own account (JSON lines, with their ids)
     workers: dict[str, tuple[Worker, FaultInjectingStore, "asyncio.Task[None]"]] = attrs.Factory(
         dict
     )
@@ -85,8 +88,19 @@ async def eventually(predicate: Callable[[], bool], timeout_s: float = 20.0) -> 
             await asyncio.sleep(0.02)
 
 
+async def one_owner_each(fleet: AwsFleet, ids: list[str]) -> None:
+    """Every connection streamed by exactly one worker; if not, what each looks like."""
+    try:
+        await eventually(lambda: all(len(fleet.owners(c)) == 1 for c in ids))
+    except TimeoutError:
+        seen = {c: (fleet.owners(c), await fleet.store.get(c)) for c in ids}
+        pytest.fail(f"not one streaming owner each: {seen}\n{fleet.log.text}")
+
+
 @pytest.fixture
-async def fleet(aws: LocalAws) -> AsyncIterator[AwsFleet]:
+async def fleet(aws: LocalAws, caplog: pytest.LogCaptureFixture) -> AsyncIterator[AwsFleet]:
+    caplog.set_level(logging.INFO)
+    caplog.handler.setFormatter(JsonFormatter())
     async with AsyncExitStack() as stack:
         dynamodb = await stack.enter_async_context(dynamodb_client(aws))
         await create_tables(dynamodb, TABLES, shards=SHARDS)
@@ -112,7 +126,7 @@ async def fleet(aws: LocalAws) -> AsyncIterator[AwsFleet]:
         sim = await stack.enter_async_context(UpstreamSimulator(rate=RATE))
         store: DynamoDbConnectionStore = await provide(container.store)
         router: EventRouter = await provide(container.core.router)
-        fleet = AwsFleet(container, store, dynamodb, sim, router)
+        fleet = AwsFleet(container, store, dynamodb, sim, router, caplog)
         try:
             yield fleet
         finally:
@@ -129,7 +143,7 @@ async def test_three_workers_on_aws_adapters_survive_crash_and_handoff_without_l
     ids = [f"m{i}" for i in range(6)]
     for cid in ids:
         await fleet.router.start(cid, fleet.sim.url(cid))
-    await eventually(lambda: all(len(fleet.owners(c)) == 1 for c in ids))
+    await one_owner_each(fleet, ids)
     await asyncio.sleep(1.5)
 
     # Crash: the busiest worker stops dead (no release, no flush).
@@ -139,7 +153,7 @@ async def test_three_workers_on_aws_adapters_survive_crash_and_handoff_without_l
     victim_store.severed = True
     victim_task.cancel()
     await asyncio.gather(victim_task, return_exceptions=True)
-    await eventually(lambda: all(len(fleet.owners(c)) == 1 for c in ids))
+    await one_owner_each(fleet, ids)
     for cid in crashed:
         history = await fleet.store.history(cid)
         assert [worker_of(e.previous_owner) for e in history if isinstance(e, LeaseTakenOver)] == [
@@ -152,7 +166,7 @@ async def test_three_workers_on_aws_adapters_survive_crash_and_handoff_without_l
     worker, _, task = fleet.workers[leaving]
     worker.request_shutdown()
     await asyncio.wait_for(task, CONFIG.shutdown_budget_s + 5)
-    await eventually(lambda: all(len(fleet.owners(c)) == 1 for c in ids))
+    await one_owner_each(fleet, ids)
     await asyncio.sleep(1.0)
 
     # STOP one connection: its subscriber goes away and stays away.
