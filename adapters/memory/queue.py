@@ -9,7 +9,7 @@ import attrs
 
 from application.aio import wait_or_timeout
 from application.ports import Clock
-from application.ports.queue import Delivery
+from application.ports.queue import Delivery, check_delay
 from domain import DomainError, validate_connection_id
 
 
@@ -31,9 +31,11 @@ class InMemoryNotificationQueue:
         self._arrived = asyncio.Event()
         self.sent = 0
 
-    async def send(self, connection_ids: Sequence[str]) -> None:
+    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+        check_delay(delay_s)
+        visible_at = self._clock.monotonic() + delay_s if delay_s else 0.0
         for cid in connection_ids:
-            self._messages.append(_Message(body=cid))
+            self._messages.append(_Message(body=cid, visible_at=visible_at))
             self.sent += 1
         self._arrived.set()
 

@@ -24,7 +24,7 @@ from adapters.sqlite.hints import delivery_of, encode_hint
 from adapters.sqlite.schema import NOTIFICATIONS, QUEUE_SCHEMA
 from application.errors import QueueUnavailable
 from application.ports import Clock
-from application.ports.queue import Delivery
+from application.ports.queue import Delivery, check_delay
 
 MAX_MESSAGES = 10  # per receive, as SQS
 DEFAULT_VISIBILITY_TIMEOUT_S = 30.0
@@ -139,14 +139,16 @@ class SqliteNotificationQueue:
     async def close(self) -> None:
         await self._db.close()
 
-    async def send(self, connection_ids: Sequence[str]) -> None:
-        await self.send_raw([encode_hint(cid) for cid in connection_ids])
+    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+        await self.send_raw([encode_hint(cid) for cid in connection_ids], delay_s=delay_s)
 
-    async def send_raw(self, bodies: Sequence[str]) -> None:
+    async def send_raw(self, bodies: Sequence[str], *, delay_s: int = 0) -> None:
         """Enqueue bodies as they are (tests and tools use it to add malformed ones)."""
+        check_delay(delay_s)
         if not bodies:
             return
         now = self._clock.now_ms()
+        visible_at = now + delay_s * 1000
 
         def insert(c: sqlite3.Connection) -> None:
             if c.execute(_DEPTH).fetchone()[0] + len(bodies) > self._max_depth:
@@ -157,7 +159,7 @@ class SqliteNotificationQueue:
                         f"notification queue is full ({depth} hints, at most {self._max_depth}); "
                         "reconciliation will find these connections instead"
                     )
-            c.executemany(_INSERT, [(body, now, now) for body in bodies])
+            c.executemany(_INSERT, [(body, now, visible_at) for body in bodies])
 
         await self._db.write(insert)
 

@@ -18,7 +18,7 @@ from adapters.sqs.schema import (
     MAX_WAIT_S,
 )
 from application.errors import ConfigurationError, QueueUnavailable
-from application.ports.queue import Delivery
+from application.ports.queue import Delivery, check_delay
 
 if TYPE_CHECKING:
     from types_aiobotocore_sqs.client import SQSClient
@@ -68,7 +68,8 @@ class SqsNotificationQueue:
         self._retry_delay_s = retry_delay_s
         self._received: dict[str, str] = {}  # receipt -> connection id, oldest first
 
-    async def send(self, connection_ids: Sequence[str]) -> None:
+    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+        check_delay(delay_s)
         refused: list[str] = []
         for start in range(0, len(connection_ids), MAX_BATCH):
             chunk = {str(i): cid for i, cid in enumerate(connection_ids[start : start + MAX_BATCH])}
@@ -76,7 +77,10 @@ class SqsNotificationQueue:
             async def call(ids: list[str], chunk: dict[str, str] = chunk) -> Sequence[Failure]:
                 response = await self._client.send_message_batch(
                     QueueUrl=self._queue_url,
-                    Entries=[{"Id": i, "MessageBody": encode_hint(chunk[i])} for i in ids],
+                    Entries=[
+                        {"Id": i, "MessageBody": encode_hint(chunk[i]), "DelaySeconds": delay_s}
+                        for i in ids
+                    ],
                 )
                 return response.get("Failed", [])
 

@@ -20,9 +20,20 @@ class Delivery:
     problem: str | None = None
 
 
+# The longest delay a hint may be sent with (SQS's own limit, in whole seconds).
+MAX_DELAY_S = 900
+
+
+def check_delay(delay_s: int) -> None:
+    """The one rule every queue applies to `send`'s delay."""
+    if not 0 <= delay_s <= MAX_DELAY_S:
+        raise ValueError(f"a hint's delay must be 0-{MAX_DELAY_S} whole seconds, got {delay_s}")
+
+
 class NotificationQueue(Protocol):
-    async def send(self, connection_ids: Sequence[str]) -> None:
-        """Enqueue one hint per id (batched where the queue allows). Raises QueueUnavailable."""
+    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+        """Enqueue one hint per id (batched where the queue allows), received by nobody until
+        `delay_s` whole seconds have passed (see check_delay). Raises QueueUnavailable."""
         ...
 
     async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:

@@ -5,6 +5,8 @@ import asyncio
 import time
 from collections.abc import Sequence
 
+import pytest
+
 from application.ports.queue import Delivery
 from tests.contract.queue_fixtures import VISIBILITY_TIMEOUT_S, QueueUnderTest
 from tests.contract.queue_fixtures import queue_fixture as queue_fixture  # the `queue` fixture
@@ -161,4 +163,31 @@ async def test_malformed_hints_surface_as_problems_beside_valid_ones(
 
 async def test_sending_nothing_is_a_no_op(queue: QueueUnderTest) -> None:
     await queue.queue.send([])
+    assert await queue.queue.receive(max_messages=10, wait_s=0) == []
+
+
+async def test_a_delayed_hint_is_received_by_nobody_until_its_delay_has_passed(
+    queue: QueueUnderTest,
+) -> None:
+    sent_at = time.monotonic()
+    await queue.queue.send(["conn-later"], delay_s=2)
+    await queue.queue.send(["conn-now"])
+
+    now = await receive_all(queue, expected=1)
+    assert ids_of(now) == ["conn-now"]
+    await queue.queue.delete([d.receipt for d in now])
+    [later] = await receive_all(queue, expected=1)
+    assert later.connection_id == "conn-later"
+    # A lower bound only (a slow machine delivers later, never earlier); SQS counts from its
+    # own receipt of the send, which is after `sent_at`.
+    assert time.monotonic() - sent_at >= 2 - 0.1
+    await queue.queue.delete([later.receipt])
+
+
+@pytest.mark.parametrize("delay_s", [-1, 901])
+async def test_a_delay_beyond_what_the_queue_allows_is_refused_and_sends_nothing(
+    queue: QueueUnderTest, delay_s: int
+) -> None:
+    with pytest.raises(ValueError, match="delay must be 0-900"):
+        await queue.queue.send(["conn-1"], delay_s=delay_s)
     assert await queue.queue.receive(max_messages=10, wait_s=0) == []

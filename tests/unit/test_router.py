@@ -1,6 +1,8 @@
 """EventRouter: START/STOP land in the store first, then (for a START that changed something)
-one hint goes to the queue. In-memory store and queue, fake clock, static DNS."""
+a hint goes to the queue, and a delayed copy of it. In-memory store and queue, fake clock,
+static DNS."""
 
+import logging
 from collections.abc import Sequence
 
 import pytest
@@ -10,7 +12,7 @@ from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.store import InMemoryConnectionStore
 from application.errors import QueueUnavailable
 from application.ports import Delivery, NotificationQueue
-from application.router import EventRouter
+from application.router import START_HINT_REPEAT_S, EventRouter
 from application.url_policy import ForbiddenUrl, UrlPolicy
 from domain import (
     ConnectionConflict,
@@ -32,7 +34,7 @@ DNS = {"feeds.example.com": ["93.184.216.34"], "internal.example.com": ["10.0.0.
 class UnavailableQueue:
     """A queue whose every call fails, as SQS does during an outage."""
 
-    async def send(self, connection_ids: Sequence[str]) -> None:
+    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
         raise QueueUnavailable("queue endpoint timed out")
 
     async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:
@@ -52,7 +54,7 @@ class Setup:
         self.queue = InMemoryNotificationQueue(self.clock)
         self.router = EventRouter(
             store=self.store,
-            queue=queue or self.queue,
+            queue=self.queue if queue is None else queue,  # an empty queue is falsy
             clock=self.clock,
             url_policy=UrlPolicy(resolver=StaticResolver(DNS)),
         )
@@ -69,7 +71,9 @@ def app() -> Setup:
     return Setup()
 
 
-async def test_start_writes_the_connection_and_sends_one_hint(app: Setup) -> None:
+async def test_start_writes_the_connection_and_sends_a_hint_now_and_a_delayed_copy(
+    app: Setup,
+) -> None:
     outcome = await app.router.start(CID, URL)
 
     assert outcome.changed
@@ -77,6 +81,11 @@ async def test_start_writes_the_connection_and_sends_one_hint(app: Setup) -> Non
     assert outcome.connection.ws_url == URL
     assert await app.store.get(CID) == outcome.connection
     assert [type(e) for e in await app.store.history(CID)] == [ConnectionStarted]
+    assert await app.hints() == [CID]
+    # The copy, for a hint a dead worker's open long poll may have swallowed.
+    await app.clock.advance(START_HINT_REPEAT_S - 0.1)
+    assert await app.hints() == []
+    await app.clock.advance(0.1)
     assert await app.hints() == [CID]
 
 
@@ -90,6 +99,7 @@ async def test_repeated_start_changes_nothing_and_sends_no_second_hint(app: Setu
     assert again.connection == first.connection
     assert len(await app.store.history(CID)) == 1
     assert await app.hints() == [CID]
+    assert app.queue.sent == 2  # the first START's hint and its copy
 
 
 async def test_start_with_other_url_is_a_conflict_and_writes_nothing(app: Setup) -> None:
@@ -101,7 +111,7 @@ async def test_start_with_other_url_is_a_conflict_and_writes_nothing(app: Setup)
 
     assert await app.store.get(CID) == before
     assert len(await app.store.history(CID)) == 1
-    assert app.queue.sent == 1
+    assert app.queue.sent == 2  # the first START's hint and its copy
 
 
 async def test_stop_of_unknown_connection_is_not_found(app: Setup) -> None:
@@ -132,7 +142,7 @@ async def test_start_after_stop_restarts_and_hints_again(app: Setup) -> None:
     assert outcome.changed
     assert outcome.connection.ws_url == OTHER_URL
     assert type((await app.store.history(CID))[-1]) is ConnectionRestarted
-    assert app.queue.sent == 2
+    assert app.queue.sent == 4  # a hint and its copy per START
 
 
 @pytest.mark.parametrize("connection_id", ["", "has space", "x" * 129, "meeting-42\n", "a/b"])
@@ -184,6 +194,29 @@ async def test_start_succeeds_when_the_queue_is_down_after_the_store_write(
     assert await app.store.get(CID) == outcome.connection
     assert outcome.connection.is_orphan(app.clock.now_ms() + 1, {})
     assert "picked up by reconciliation" in caplog.text
+
+
+class NoDelayedHintsQueue(InMemoryNotificationQueue):
+    """Takes a hint for now, fails a delayed one (an outage that began between the two)."""
+
+    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+        if delay_s:
+            raise QueueUnavailable("queue endpoint timed out")
+        await super().send(connection_ids)
+
+
+async def test_a_start_whose_delayed_copy_fails_still_succeeds_with_its_first_hint(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    queue = NoDelayedHintsQueue(FakeClock())
+    app = Setup(queue=queue)
+
+    outcome = await app.router.start(CID, URL)
+
+    assert outcome.changed
+    assert [d.connection_id for d in await queue.receive(max_messages=10, wait_s=0)] == [CID]
+    assert "went out once, not twice" in caplog.text
 
 
 async def test_get_and_history_read_back_what_was_written(app: Setup) -> None:

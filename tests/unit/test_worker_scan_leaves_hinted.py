@@ -24,7 +24,7 @@ class Mute:
         self.release = self._inner.release
         self.delete = self._inner.delete
 
-    async def send(self, connection_ids: Sequence[str]) -> None:
+    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
         return None
 
 
