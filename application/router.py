@@ -11,19 +11,12 @@ from collections.abc import Sequence
 import attrs
 
 from application.errors import QueueUnavailable
+from application.hints import send_hints
 from application.ports import Clock, ConnectionStore, NotificationQueue
 from application.url_policy import UrlPolicy
 from domain import NO_OWNER, Connection, Event, SessionEvent, WorkerSession, validate_connection_id
 
 log = logging.getLogger(__name__)
-
-# A START's hint goes out twice: now, and again this many seconds later (the queue holds it).
-# A worker killed during a long poll leaves that receive open on the queue's server, which can
-# hand it the first hint and hide it for a visibility timeout (application/deaths.py, which
-# repeats its hints for the same reason; the chaos soak saw a START picked up 3.7 s late). A
-# delayed copy rather than a wait: the API answers without it. A duplicate costs a receive
-# and a refused acquire.
-START_HINT_REPEAT_S = 1
 
 
 @attrs.frozen
@@ -85,19 +78,10 @@ class EventRouter:
 
     async def _hint(self, connection_id: str) -> None:
         try:
-            await self._queue.send([connection_id])
+            await send_hints(self._queue, [connection_id], {"connection_id": connection_id})
         except QueueUnavailable:
             # The START is durable; reconciliation will find the orphan. Say so, don't fail.
             log.warning(
                 "queue unavailable; connection will be picked up by reconciliation",
-                extra={"connection_id": connection_id},
-            )
-            return
-        try:
-            await self._queue.send([connection_id], delay_s=START_HINT_REPEAT_S)
-        except QueueUnavailable as exc:
-            log.info(
-                "the START hint went out once, not twice: %s",
-                exc,
                 extra={"connection_id": connection_id},
             )

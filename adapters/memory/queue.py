@@ -18,6 +18,7 @@ class _Message:
     body: str
     visible_at: float = 0.0  # monotonic seconds
     receipt: str | None = None
+    delayed: bool = False
 
 
 class InMemoryNotificationQueue:
@@ -35,7 +36,7 @@ class InMemoryNotificationQueue:
         check_delay(delay_s)
         visible_at = self._clock.monotonic() + delay_s if delay_s else 0.0
         for cid in connection_ids:
-            self._messages.append(_Message(body=cid, visible_at=visible_at))
+            self._messages.append(_Message(body=cid, visible_at=visible_at, delayed=delay_s > 0))
             self.sent += 1
         self._arrived.set()
 
@@ -65,7 +66,7 @@ class InMemoryNotificationQueue:
             if message.visible_at <= now:
                 message.receipt = f"r{next(self._receipts)}"
                 message.visible_at = now + self._visibility_timeout_s
-                out.append(_delivery(message.body, message.receipt))
+                out.append(_delivery(message.body, message.receipt, message.delayed))
         return out
 
     async def release(self, receipts: Sequence[str]) -> None:
@@ -85,8 +86,8 @@ class InMemoryNotificationQueue:
         return len(self._messages)
 
 
-def _delivery(body: str, receipt: str) -> Delivery:
+def _delivery(body: str, receipt: str, delayed: bool = False) -> Delivery:
     try:
-        return Delivery(receipt=receipt, connection_id=validate_connection_id(body))
+        return Delivery(receipt, validate_connection_id(body), delayed=delayed)
     except DomainError as exc:
         return Delivery(receipt=receipt, connection_id=None, problem=str(exc))

@@ -1,4 +1,5 @@
-"""The hint body, the same JSON as the SQS queue's: `{"connection_id": "<id>"}`.
+"""The hint body, the same JSON as the SQS queue's: `{"connection_id": "<id>"}`, with
+`"delayed": true` added to a hint sent with a delay.
 
 Kept here rather than imported from adapters/sqs so that the SQLite adapter does not depend on
 another technology's package; the format is one line and the contract suite checks both.
@@ -10,11 +11,15 @@ from application.ports.queue import Delivery
 from domain import DomainError, validate_connection_id
 
 CONNECTION_ID_FIELD = "connection_id"
+DELAYED_FIELD = "delayed"
 _ECHO_LIMIT = 64  # a malformed body is quoted in the problem, never in full
 
 
-def encode_hint(connection_id: str) -> str:
-    return json.dumps({CONNECTION_ID_FIELD: connection_id}, separators=(",", ":"))
+def encode_hint(connection_id: str, delayed: bool = False) -> str:
+    document: dict[str, object] = {CONNECTION_ID_FIELD: connection_id}
+    if delayed:
+        document[DELAYED_FIELD] = True
+    return json.dumps(document, separators=(",", ":"))
 
 
 def delivery_of(body: str, receipt: str) -> Delivery:
@@ -29,8 +34,9 @@ def delivery_of(body: str, receipt: str) -> Delivery:
             receipt,
             f"body is not an object with a string {CONNECTION_ID_FIELD!r}: {body[:_ECHO_LIMIT]!r}",
         )
+    delayed = document.get(DELAYED_FIELD) is True
     try:
-        return Delivery(receipt=receipt, connection_id=validate_connection_id(connection_id))
+        return Delivery(receipt, validate_connection_id(connection_id), delayed=delayed)
     except DomainError as exc:
         return _malformed(receipt, str(exc))
 

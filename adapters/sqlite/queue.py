@@ -140,7 +140,8 @@ class SqliteNotificationQueue:
         await self._db.close()
 
     async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
-        await self.send_raw([encode_hint(cid) for cid in connection_ids], delay_s=delay_s)
+        bodies = [encode_hint(cid, delayed=delay_s > 0) for cid in connection_ids]
+        await self.send_raw(bodies, delay_s=delay_s)
 
     async def send_raw(self, bodies: Sequence[str], *, delay_s: int = 0) -> None:
         """Enqueue bodies as they are (tests and tools use it to add malformed ones)."""

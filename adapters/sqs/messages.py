@@ -2,7 +2,12 @@
 
 import json
 
-from adapters.sqs.schema import ARTICLE_KEY_FIELD, ARTICLE_KEY_PREFIX, CONNECTION_ID_FIELD
+from adapters.sqs.schema import (
+    ARTICLE_KEY_FIELD,
+    ARTICLE_KEY_PREFIX,
+    CONNECTION_ID_FIELD,
+    DELAYED_FIELD,
+)
 from domain import DomainError, validate_connection_id
 
 _ECHO_LIMIT = 64  # a malformed body is echoed into the problem, but never in full
@@ -12,12 +17,21 @@ class MalformedHint(ValueError):
     """A body that names no valid connection; the message says why."""
 
 
-def encode_hint(connection_id: str) -> str:
-    return json.dumps({CONNECTION_ID_FIELD: connection_id}, separators=(",", ":"))
+def encode_hint(connection_id: str, delayed: bool = False) -> str:
+    document: dict[str, object] = {CONNECTION_ID_FIELD: connection_id}
+    if delayed:
+        document[DELAYED_FIELD] = True
+    return json.dumps(document, separators=(",", ":"))
 
 
 def decode_hint(body: str) -> str:
     """The connection id a hint names. Raises MalformedHint."""
+    return decode(body)[0]
+
+
+def decode(body: str) -> tuple[str, bool]:
+    """The connection id a hint names, and whether it was sent with a delay. Raises
+    MalformedHint."""
     try:
         document = json.loads(body)
     except ValueError:
@@ -35,6 +49,6 @@ def decode_hint(body: str) -> str:
             f"or {ARTICLE_KEY_FIELD!r} = '{ARTICLE_KEY_PREFIX}<id>'): {body[:_ECHO_LIMIT]!r}"
         )
     try:
-        return validate_connection_id(connection_id)
+        return validate_connection_id(connection_id), document.get(DELAYED_FIELD) is True
     except DomainError as exc:
         raise MalformedHint(str(exc)) from None

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from adapters.sqs.errors import queue_errors
-from adapters.sqs.messages import MalformedHint, decode_hint, encode_hint
+from adapters.sqs.messages import MalformedHint, decode, encode_hint
 from adapters.sqs.schema import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
     MAX_BATCH,
@@ -78,7 +78,11 @@ class SqsNotificationQueue:
                 response = await self._client.send_message_batch(
                     QueueUrl=self._queue_url,
                     Entries=[
-                        {"Id": i, "MessageBody": encode_hint(chunk[i]), "DelaySeconds": delay_s}
+                        {
+                            "Id": i,
+                            "MessageBody": encode_hint(chunk[i], delayed=delay_s > 0),
+                            "DelaySeconds": delay_s,
+                        }
                         for i in ids
                     ],
                 )
@@ -208,6 +212,7 @@ def _listing(items: list[str]) -> str:
 def _delivery(message: MessageTypeDef) -> Delivery:
     receipt = message.get("ReceiptHandle", "")
     try:
-        return Delivery(receipt=receipt, connection_id=decode_hint(message.get("Body", "")))
+        connection_id, delayed = decode(message.get("Body", ""))
+        return Delivery(receipt, connection_id, delayed=delayed)
     except MalformedHint as exc:
         return Delivery(receipt=receipt, connection_id=None, problem=str(exc))

@@ -17,6 +17,7 @@ MESSAGE_RETENTION_S = 3600
 
 # Body fields.
 CONNECTION_ID_FIELD = "connection_id"
+DELAYED_FIELD = "delayed"  # true on a hint sent with a delay (application/hints.py: a copy)
 ARTICLE_KEY_FIELD = "pk"
 ARTICLE_KEY_PREFIX = "CONN#"
 

@@ -13,11 +13,13 @@ import attrs
 @attrs.frozen
 class Delivery:
     """One received message. `connection_id` is None when the body could not be parsed;
-    `problem` then says why, and the consumer logs, counts and deletes it."""
+    `problem` then says why, and the consumer logs, counts and deletes it. `delayed`: it was
+    sent with a delay (application/hints.py sends only copies so)."""
 
     receipt: str
     connection_id: str | None
     problem: str | None = None
+    delayed: bool = False
 
 
 # The longest delay a hint may be sent with (SQS's own limit, in whole seconds).
@@ -33,7 +35,8 @@ def check_delay(delay_s: int) -> None:
 class NotificationQueue(Protocol):
     async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
         """Enqueue one hint per id (batched where the queue allows), received by nobody until
-        `delay_s` whole seconds have passed (see check_delay). Raises QueueUnavailable."""
+        `delay_s` whole seconds have passed (see check_delay), and then with `delayed` set
+        when `delay_s` is not 0. Raises QueueUnavailable."""
         ...
 
     async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:

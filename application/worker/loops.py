@@ -6,7 +6,7 @@ import logging
 import random
 from collections.abc import Sequence
 
-from application.aio import wait_or_timeout
+from application.aio import gather_all, wait_or_timeout
 from application.errors import ApplicationError
 from application.ports.metrics import (
     ACTIVE_CONNECTIONS,
@@ -22,7 +22,7 @@ from application.worker.ingest import IngestWriter
 from application.worker.session import SessionEnd
 from application.worker.session_keeper import SessionKeeper
 from application.worker.sessions import Sessions
-from domain import NO_OWNER, Connection, DomainError, WorkerSession
+from domain import NO_OWNER, Connection, DesiredState, DomainError, WorkerSession
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +68,19 @@ async def poll_queue(
                 await ctx.queue.release([d.receipt for d in deliveries])
                 return
             wanted: dict[str, list[str]] = {}  # connection id -> receipts of its hints
+            first_round: set[str] = set()  # named by some hint that is not a delayed copy
             for delivery in deliveries:
                 if delivery.connection_id is None:
                     ctx.metrics.count(MALFORMED_HINTS)
                     log.warning("dropping malformed hint: %s", delivery.problem)
-                else:
-                    wanted.setdefault(delivery.connection_id, []).append(delivery.receipt)
-            # Duplicates and redeliveries of what is ours already are just deleted.
-            to_take = [(cid, False) for cid in wanted if cid not in sessions]
+                    continue
+                wanted.setdefault(delivery.connection_id, []).append(delivery.receipt)
+                if not delivery.delayed:
+                    first_round.add(delivery.connection_id)
+            # Duplicates and redeliveries of what is held already are just deleted.
+            candidates = [cid for cid in wanted if not sessions.holds(cid)]
+            taken = await _taken_already(ctx, [c for c in candidates if c not in first_round])
+            to_take = [(cid, False) for cid in candidates if cid not in taken]
             # Filled up while polling (reconciliation took some): another worker may have
             # room, so those hints are given back; deleting them would leave the connections
             # to reconciliation.
@@ -102,6 +107,21 @@ async def poll_queue(
             ctx.metrics.count(STORE_ERRORS)
             log.warning("queue polling failed: %s", exc)
             await wait_or_timeout(draining, ctx.clock, cfg.capacity_pause_s)
+
+
+async def _taken_already(ctx: WorkerContext, copies: Sequence[str]) -> set[str]:
+    """Of the connections named only by delayed copies (application/hints.py), those that no
+    longer want an owner: their first round was taken, or they were stopped. One read each,
+    side by side, instead of an acquire the store would refuse (a failed transaction costs
+    write units, and a store's throughput during a handoff wave)."""
+    if not copies:
+        return set()
+    found = await gather_all(*(ctx.store.get(cid) for cid in copies))
+    return {
+        cid
+        for cid, conn in zip(copies, found, strict=True)
+        if conn is None or conn.owner != NO_OWNER or conn.desired_state is not DesiredState.STARTED
+    }
 
 
 async def _refresh_view(ctx: WorkerContext, sessions: Sessions) -> None:

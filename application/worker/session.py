@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+from collections.abc import Callable
 
 from application.aio import first_completed
 from application.errors import (
@@ -20,6 +21,7 @@ from application.errors import (
     UpstreamRejected,
     UpstreamUnavailable,
 )
+from application.hints import send_hints
 from application.ports.metrics import (
     LEASE_RELEASES,
     MESSAGES_REJECTED,
@@ -70,9 +72,11 @@ class ConnectionSession:
         lease: Lease,
         resume_checkpoint: int,
         writer: IngestWriter,
+        handed_back: Callable[[str, "SessionEnd"], None],
     ) -> None:
         """`resume_checkpoint` is where this owner resumes: the stored checkpoint, or further
-        on when the sink shows more durably stored (a takeover after a crash)."""
+        on when the sink shows more durably stored (a takeover after a crash). `handed_back`
+        is told the moment the store has the connection back, before its hint goes out."""
         self._ctx = ctx
         self.connection_id = acquired.connection_id
         self.ws_url = acquired.ws_url
@@ -90,6 +94,10 @@ class ConnectionSession:
         self._sequenced = False  # the upstream numbers its messages (then it must number all)
         self.upstream_open = False  # true while an upstream stream is open (for status/tests)
         self._later: SessionEnd | None = None  # a stop asked for after the first (see _stopped)
+        # The store has it back: no longer this worker's, though this task may still be
+        # finishing (its hint can reach this worker's own poll first: Sessions.holds).
+        self.handed_back = False
+        self._handed_back = handed_back
 
     @property
     def token(self) -> int:
@@ -300,6 +308,8 @@ class ConnectionSession:
             # hint found the connection still held, and nothing else would take it before
             # the next full scan, a minute later): hinted like any connection still wanted.
             restarted = end is SessionEnd.STOPPED and after.desired_state is DesiredState.STARTED
+            self.handed_back = True
+            self._handed_back(self.connection_id, end)
             if end in _STILL_WANTED or restarted:
                 await self._hint()
             return end
@@ -308,7 +318,7 @@ class ConnectionSession:
         """Tell the fleet the connection is free now (found by tests/chaos): otherwise it
         waits for someone's next scan. A lost hint only costs that wait."""
         try:
-            await self._ctx.queue.send([self.connection_id])
+            await send_hints(self._ctx.queue, [self.connection_id], self._extra())
         except QueueUnavailable as exc:
             log.warning("hint after hand-back not sent: %s", exc, extra=self._extra())
 

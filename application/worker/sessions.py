@@ -48,7 +48,16 @@ class Sessions:
         return len(self._running)
 
     def __contains__(self, connection_id: object) -> bool:
+        """Running here (perhaps only finishing) or being acquired: not to be taken again."""
         return connection_id in self._running or connection_id in self._acquiring
+
+    def holds(self, connection_id: str) -> bool:
+        """Held by this worker now: being acquired, or running and not yet handed back. A hint
+        for one held is a duplicate; for one handed back whose task is still finishing, it is
+        the fleet's (a handoff's hint can reach this worker's own poll before that task ends:
+        the AWS chaos run, where deleting it left the connection to a full scan)."""
+        entry = self._running.get(connection_id)
+        return connection_id in self._acquiring or (entry is not None and not entry[0].handed_back)
 
     def __iter__(self) -> Iterator[ConnectionSession]:
         return iter([session for session, _ in self._running.values()])
@@ -129,8 +138,9 @@ class Sessions:
     async def _take_if_room(
         self, connection_id: str, dead_owner: bool, no_room: list[str], round_trips: list[float]
     ) -> None:
+        finishing = connection_id in self and not self.holds(connection_id)
         no_room_for_it = connection_id not in self and self._room(dead_owner) <= 0
-        if no_room_for_it or self._handed_off_lately(connection_id):
+        if finishing or no_room_for_it or self._handed_off_lately(connection_id):
             no_room.append(connection_id)  # given back: another worker may take it
             return
         await self._take(connection_id, dead_owner, round_trips)
@@ -191,7 +201,7 @@ class Sessions:
             extra=ctx.log_extra(connection_id, acquired.token),
         )
         lease = Lease(ctx, keeper, connection_id, acquired.token, session_id, fenced)
-        session = ConnectionSession(ctx, acquired, lease, resume, self._writer)
+        session = ConnectionSession(ctx, acquired, lease, resume, self._writer, self._handed_back)
         task = asyncio.create_task(session.run(), name=f"session:{connection_id}")
         self._running[connection_id] = (session, task)
         task.add_done_callback(lambda _: self._done(connection_id, session))
@@ -248,10 +258,15 @@ class Sessions:
             self.balance.handed_off(self._ctx.clock.now_ms())
         if session.end is SessionEnd.REBALANCE:
             self._ctx.metrics.count(BALANCE_HANDOFFS)
-            lease_s = self._ctx.config.lease_ms / 1000
-            self._handed_off[connection_id] = self._ctx.clock.monotonic() + lease_s
         if session.end is SessionEnd.LEASE_LOST and session.lease.lost_to is None:
             self._limit.fenced()  # it could not keep a lease: take no more at once
+
+    def _handed_back(self, connection_id: str, end: SessionEnd) -> None:
+        """Told by a session as the store takes its connection back, before the hint: a
+        handoff's hint that reaches this worker's own poll then finds it not to be taken."""
+        if end is SessionEnd.REBALANCE:
+            lease_s = self._ctx.config.lease_ms / 1000
+            self._handed_off[connection_id] = self._ctx.clock.monotonic() + lease_s
 
     def stop(self, connection_id: str, reason: SessionEnd) -> None:
         entry = self._running.get(connection_id)

@@ -14,6 +14,7 @@ import attrs
 from application.aio import first_completed
 from application.config import WorkerConfig
 from application.errors import ApplicationError
+from application.hints import send_hints
 from application.ports import (
     Clock,
     ConnectionStore,
@@ -209,7 +210,7 @@ class Worker:
             if sent < len(handed):
                 batch, sent = handed[sent:], len(handed)
                 try:
-                    await self.ctx.queue.send(batch)
+                    await send_hints(self.ctx.queue, batch, {"worker_id": self.ctx.worker_id})
                 except ApplicationError as exc:
                     log.warning("handoff hints not sent (reconciliation will find them): %s", exc)
                 continue

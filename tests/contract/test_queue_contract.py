@@ -166,7 +166,7 @@ async def test_sending_nothing_is_a_no_op(queue: QueueUnderTest) -> None:
     assert await queue.queue.receive(max_messages=10, wait_s=0) == []
 
 
-async def test_a_delayed_hint_is_received_by_nobody_until_its_delay_has_passed(
+async def test_a_delayed_hint_is_received_by_nobody_until_its_delay_has_passed_and_says_so(
     queue: QueueUnderTest,
 ) -> None:
     sent_at = time.monotonic()
@@ -175,9 +175,11 @@ async def test_a_delayed_hint_is_received_by_nobody_until_its_delay_has_passed(
 
     now = await receive_all(queue, expected=1)
     assert ids_of(now) == ["conn-now"]
+    assert not now[0].delayed
     await queue.queue.delete([d.receipt for d in now])
     [later] = await receive_all(queue, expected=1)
     assert later.connection_id == "conn-later"
+    assert later.delayed  # said, so that a consumer can treat it as the copy it is
     # A lower bound only (a slow machine delivers later, never earlier); SQS counts from its
     # own receipt of the send, which is after `sent_at`.
     assert time.monotonic() - sent_at >= 2 - 0.1

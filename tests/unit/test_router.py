@@ -11,8 +11,9 @@ from adapters.memory.clock import FakeClock
 from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.store import InMemoryConnectionStore
 from application.errors import QueueUnavailable
+from application.hints import REPEAT_S as START_HINT_REPEAT_S
 from application.ports import Delivery, NotificationQueue
-from application.router import START_HINT_REPEAT_S, EventRouter
+from application.router import EventRouter
 from application.url_policy import ForbiddenUrl, UrlPolicy
 from domain import (
     ConnectionConflict,

@@ -2,12 +2,19 @@ import json
 
 import pytest
 
-from adapters.sqs.messages import MalformedHint, decode_hint, encode_hint
+from adapters.sqs.messages import MalformedHint, decode, decode_hint, encode_hint
 
 
 def test_encoded_hint_decodes_to_its_connection_id() -> None:
     assert decode_hint(encode_hint("meeting-42")) == "meeting-42"
     assert json.loads(encode_hint("meeting-42")) == {"connection_id": "meeting-42"}
+
+
+def test_a_delayed_hint_says_so_and_only_a_true_flag_counts() -> None:
+    assert json.loads(encode_hint("m-1", delayed=True)) == {"connection_id": "m-1", "delayed": True}
+    assert decode(encode_hint("m-1", delayed=True)) == ("m-1", True)
+    assert decode(encode_hint("m-1")) == ("m-1", False)
+    assert decode('{"connection_id": "m-1", "delayed": "yes"}') == ("m-1", False)
 
 
 def test_the_articles_pk_body_names_the_connection() -> None:

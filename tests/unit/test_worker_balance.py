@@ -10,6 +10,7 @@ from application.ports.metrics import BALANCE_HANDOFFS
 from application.worker.session_keeper import worker_of
 from domain import LeaseAcquired, LeaseReleased, LeaseTakenOver
 from tests.support.fleet import DEFAULT_CONFIG, Fleet
+from tests.support.queues import CopiesOnly, FirstRoundOnly
 
 OLD, NEW = ("w1", "w2", "w3"), ("w4", "w5", "w6")
 
@@ -182,4 +183,46 @@ async def test_a_handoff_begun_as_the_sink_goes_down_keeps_its_streams_until_the
     await fleet.clock.run_until(lambda: not set(moving) & set(fleet.streamed_by(OLD[0])), 10)
     await fleet.clock.run_until(lambda: all(fleet.owner_of(cid) for cid in moving), 10)
     await fleet.clock.run_until(lambda: balanced(fleet, 30), 60)
+    await assert_nothing_lost_or_duplicated(fleet, urls)
+
+
+async def test_a_handoffs_hint_received_by_the_worker_that_gave_it_is_kept_for_another(
+    fleet: Fleet,
+) -> None:
+    """GIVEN a worker whose own long poll receives the hint of a connection it has just handed
+    off, before the session's task has finished (on SQS the poll is answered as the hint
+    lands; the AWS chaos run: c09's hint was deleted as 'ours already' and c09 waited for a
+    full scan, a minute by default) THEN the hint is given back, not deleted, and a worker
+    that joins later takes the connection through it."""
+    # The first round alone (its copy would be taken by the taker too), answered as on SQS.
+    giver = fleet.add_worker("giver", queue=FirstRoundOnly(fleet.queue, fleet.clock, 0.05))
+    urls = {cid: await fleet.start_streamed_by("giver", cid) for cid in ("c1", "c2")}
+    await fleet.clock.advance(1)
+    sent = fleet.queue.sent
+
+    [moving] = giver.worker.sessions.hand_off(1)
+    await fleet.clock.run_until(lambda: fleet.queue.sent > sent, 5)
+    await fleet.clock.advance(0.5)  # the giver's poll has seen the hint, and given it back
+    assert fleet.owner_of(moving) is None
+    assert len(fleet.queue) == 1, "the handoff's hint was deleted by the worker that gave it"
+
+    fleet.add_worker("taker")
+    await fleet.clock.run_until(lambda: fleet.owner_of(moving) == "taker", 2)
+    await assert_nothing_lost_or_duplicated(fleet, urls)
+
+
+async def test_a_handoff_whose_first_hints_are_lost_moves_through_their_copies(
+    fleet: Fleet,
+) -> None:
+    """GIVEN a worker whose hints' first round is lost (the AWS chaos run: a SIGKILLed
+    worker's long poll, still open on the queue's server, took a handoff's hint and hid it
+    3 s) WHEN it hands off to a newcomer THEN the connections move through the copies a
+    second later, not at the newcomer's next full scan (a minute)."""
+    giver = fleet.add_worker("giver", queue=CopiesOnly(fleet.queue))
+    urls = {cid: await fleet.start_streamed_by("giver", cid) for cid in ("c1", "c2", "c3", "c4")}
+    fleet.add_worker("taker")
+    await fleet.clock.advance(5)  # the taker's first full scan is behind it
+    moving = giver.worker.sessions.hand_off(2)
+
+    await fleet.clock.run_until(lambda: all(fleet.owner_of(c) == "taker" for c in moving), 10)
     await assert_nothing_lost_or_duplicated(fleet, urls)

@@ -263,7 +263,8 @@ async def test_a_gap_in_upstream_seqs_is_counted_not_hidden(fleet: Fleet) -> Non
 class QueueWatch:
     """The worker's view of the queue, recording long polls abandoned mid-flight (on SQS such
     a poll can still catch a message on the server and hide it), receipts given back, and
-    when each hint was sent (virtual seconds)."""
+    when each hint was sent (virtual seconds; the delayed copies of application/hints.py are
+    forwarded, not recorded)."""
 
     def __init__(self, inner: InMemoryNotificationQueue, clock: Clock) -> None:
         self._inner = inner
@@ -273,7 +274,8 @@ class QueueWatch:
         self.sent: list[tuple[float, tuple[str, ...]]] = []
 
     async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
-        self.sent.append((self._clock.monotonic(), tuple(connection_ids)))
+        if not delay_s:
+            self.sent.append((self._clock.monotonic(), tuple(connection_ids)))
         await self._inner.send(connection_ids, delay_s=delay_s)
 
     async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:
