@@ -39,10 +39,10 @@ HARNESS = {
     "WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true",
     "WSFLEET_HINT_VISIBILITY_TIMEOUT_S": str(HINT_VISIBILITY_S),
 }
-# Balancing (issue 14): on in every embedded run, as in production by default. On the AWS dev
-# stack the short schedule with it on missed recovery bounds (a store outage's 10 s against
-# 4 s, handoffs 2.9-3.5 s against 2.5 s; docs/decisions.md), so it stays off there for now.
-BALANCE_ON = frozenset({"embedded"})
+# Balancing (issue 14): on in every run, as in production by default. It was off on the AWS
+# dev stack until two hint defects it exposed there were fixed (docs/decisions.md: "A hint of
+# a connection handed back..." and "Every hint goes out twice").
+BALANCE_ON = frozenset({"embedded", "aws"})
 _WAL_WRITE_LOCK = 120  # SQLite: the byte of the -shm file a writer locks (WALINDEX_LOCK_OFFSET)
 
 
