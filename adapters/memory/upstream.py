@@ -24,6 +24,7 @@ class FakeStream:
     lost: set[int] = attrs.Factory(set)  # seqs the upstream never delivers (lost upstream)
     # Extra messages sent just before seq N (each time N is sent): a hostile or broken upstream.
     inject: dict[int, list[UpstreamMessage]] = attrs.Factory(dict)
+    numbered: bool = True  # False: messages carry no seq (the worker numbers them)
     subscribers: int = 0
     peak_subscribers: int = 0
     opens: int = 0
@@ -91,6 +92,6 @@ class _Subscription:
                 if seq in stream.lost:
                     continue
                 sent += 1
-                yield UpstreamMessage(seq=seq, data=f"{stream.url}#{seq}")
+                yield UpstreamMessage(seq if stream.numbered else None, f"{stream.url}#{seq}")
             else:
                 await self._clock.sleep(1 / stream.rate_per_s)

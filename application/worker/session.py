@@ -22,6 +22,7 @@ from application.errors import (
     UpstreamUnavailable,
 )
 from application.hints import send_hints
+from application.ports import UpstreamMessage
 from application.ports.metrics import (
     LEASE_RELEASES,
     MESSAGES_REJECTED,
@@ -91,7 +92,11 @@ class ConnectionSession:
         self._reconnect = Backoff(ctx.config.reconnect_base_s, ctx.config.reconnect_max_s, ctx.rng)
         self.end: SessionEnd | None = None
         self.fault: str | None = None  # why the upstream was given up on, if it broke the contract
-        self._sequenced = False  # the upstream numbers its messages (then it must number all)
+        # Whether the upstream numbers its messages (then it must number all): None until its
+        # first message says. A resumed stream's first message without a seq says nothing yet:
+        # it is held until the next one does (_admit).
+        self._sequenced: bool | None = None
+        self._held: UpstreamMessage | None = None
         self.upstream_open = False  # true while an upstream stream is open (for status/tests)
         self._later: SessionEnd | None = None  # a stop asked for after the first (see _stopped)
         # The store has it back: no longer this worker's, though this task may still be
@@ -201,23 +206,14 @@ class ConnectionSession:
                             # A plain sum, published by the metrics loop: a metrics call
                             # per message costs microseconds at thousands of messages a second.
                             writer.received += 1
-                            if message.seq is None and self._sequenced:
-                                # It would take the seq of the upstream's next real message.
-                                ctx.metrics.count(MESSAGES_REJECTED)
-                                raise UpstreamFault("a message without a seq in a sequenced stream")
-                            self._sequenced = self._sequenced or message.seq is not None
-                            seq = message.seq if message.seq is not None else self.ingest.next_seq
-                            self._check(seq, message.data)
-                            if seq < self.ingest.next_seq:
-                                # Replayed by the upstream (a resume overlap): already have it.
-                                ctx.metrics.count(REPLAYS_DROPPED)
-                                continue
-                            if seq > self.ingest.next_seq:
-                                self._gap(self.ingest.next_seq, seq)
-                            await self.ingest.put(seq, message.data)
+                            for admitted in self._admit(message):
+                                await self._accept(admitted)
                             attempts = 0
                     finally:
                         self.upstream_open = False
+                if self._held is not None:  # the stream's one message: it numbers nothing
+                    await self._accept(self._held)
+                    self._held = None
                 return SessionEnd.STREAM_ENDED
             except Fenced:
                 return SessionEnd.LEASE_LOST
@@ -236,6 +232,43 @@ class ConnectionSession:
                 ctx.metrics.count(UPSTREAM_RECONNECTS)
                 log.info("upstream dropped, reconnecting: %s", exc, extra=self._extra())
                 await ctx.clock.sleep(self._reconnect.delay(attempts))
+
+    def _admit(self, message: UpstreamMessage) -> list[UpstreamMessage]:
+        """The messages to accept now, in order. Text without a seq in a stream that numbers
+        its messages is the upstream's fault (it would take the seq of the next real message).
+        A new owner resuming a stream cannot know yet whether it numbers them: its first
+        message without a seq waits for the next. A seq then makes it a fault (the hostile
+        tier: a handoff landed just before a 'non-json' frame, and the text was stored as a
+        seq); no seq makes both data. Raises UpstreamFault."""
+        held, self._held = self._held, None
+        if held is not None:
+            if message.seq is not None:
+                self._ctx.metrics.count(MESSAGES_REJECTED)
+                raise UpstreamFault("a message without a seq in a sequenced stream (resumed)")
+            self._sequenced = False
+            return [held, message]
+        if message.seq is None and self._sequenced:
+            self._ctx.metrics.count(MESSAGES_REJECTED)
+            raise UpstreamFault("a message without a seq in a sequenced stream")
+        if self._sequenced is None:
+            if message.seq is None and self._acquired_checkpoint > 0:
+                self._held = message
+                return []
+            self._sequenced = message.seq is not None
+        return [message]
+
+    async def _accept(self, message: UpstreamMessage) -> None:
+        """Into the ingest buffer at its seq (the next one, for a stream that numbers nothing):
+        a replay is dropped, a gap within the window counted. Raises UpstreamFault."""
+        seq = message.seq if message.seq is not None else self.ingest.next_seq
+        self._check(seq, message.data)
+        if seq < self.ingest.next_seq:
+            # Replayed by the upstream (a resume overlap): already have it.
+            self._ctx.metrics.count(REPLAYS_DROPPED)
+            return
+        if seq > self.ingest.next_seq:
+            self._gap(self.ingest.next_seq, seq)
+        await self.ingest.put(seq, message.data)
 
     def _check(self, seq: int, data: str) -> None:
         """The boundary: what the sink cannot store, or a seq far ahead, is the upstream's

@@ -209,3 +209,50 @@ async def test_a_bad_message_found_by_the_writer_during_a_shutdown_still_backs_o
         assert all(t >= given_up_at + fleet.config.poison_backoff_base_s / 2 for t in reopened)
     finally:
         await fleet.close()
+
+
+async def _handed_over_at(fleet: Fleet, cid: str) -> tuple[str, int]:
+    """`cid` streamed by worker "a", then handed over by its shutdown: (url, checkpoint)."""
+    fleet.add_worker("a")
+    url = await fleet.start_streamed_by("a", cid)
+    await fleet.clock.advance(1)
+    await fleet.shutdown("a")
+    return url, (await _state(fleet, cid)).checkpoint_seq
+
+
+async def test_text_without_a_seq_first_after_a_resume_is_the_upstreams_fault(
+    fleet: Fleet,
+) -> None:
+    """GIVEN a stream that numbers its messages, handed over at checkpoint c, WHEN the first
+    message the new owner receives is text without a seq (the hostile tier: a handoff landed
+    just before a 'non-json' frame, and the text was stored as seq c + 1) THEN it is the
+    upstream's fault: back-off, and nothing stored past c."""
+    url, checkpoint = await _handed_over_at(fleet, "bad")
+    assert checkpoint > 0
+    fleet.upstream.streams[url].inject = {checkpoint + 1: [UpstreamMessage(None, "<html>")]}
+    fleet.add_worker("b")
+    await fleet.clock.advance(5)
+
+    bad = await _backing_off(fleet, "bad")
+    assert bad.checkpoint_seq == checkpoint
+    assert fleet.sink.seqs("bad") == list(range(1, checkpoint + 1))
+
+
+async def test_a_stream_that_numbers_nothing_is_resumed_as_data_in_order(fleet: Fleet) -> None:
+    """The other reading of the same first message: when the next one has no seq either, the
+    stream numbers nothing, and both are data, stored in the order received."""
+    url = await fleet.start("plain")
+    fleet.upstream.streams[url].numbered = False
+    _, checkpoint = await _handed_over_at(fleet, "plain")
+    assert checkpoint > 0
+    fleet.add_worker("b")
+    await fleet.clock.run_until(lambda: fleet.owner_of("plain") == "b", 5)
+    await fleet.clock.advance(2)
+
+    seqs = fleet.sink.seqs("plain")
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert len(seqs) > checkpoint + 5
+    # The upstream's own order (the fake writes its count into the data).
+    resumed = [int(fleet.sink.messages[("plain", s)].data.rsplit("#", 1)[1]) for s in seqs]
+    assert resumed == sorted(resumed)
+    assert (await _state(fleet, "plain")).failures == 0
