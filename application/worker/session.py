@@ -301,6 +301,12 @@ class ConnectionSession:
         the ending as handed back: a connection whose upstream broke the contract is given up
         on with the persisted back-off, whatever else ended the session (a shutdown too), so
         that it does not circulate through the fleet."""
+        if self._held is not None:
+            log.warning(
+                "a resumed stream's first message, without a seq, is not stored: the session "
+                "ended before the stream said whether it numbers its messages",
+                extra=self._extra(),
+            )
         if self.lease.lost_to is not None:
             return SessionEnd.LEASE_LOST  # someone else owns it now: nothing of ours to write
         # Once not trusted, nothing more is written: the new owner resumes from our checkpoint.
