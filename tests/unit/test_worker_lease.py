@@ -2,45 +2,22 @@
 SessionKeeper on the in-memory store (the mutation run of lease.py found these unasserted)."""
 
 import logging
-import random
 
 import pytest
 
 from adapters.memory.clock import FakeClock
 from adapters.memory.metrics import InMemoryMetrics
-from adapters.memory.queue import InMemoryNotificationQueue
-from adapters.memory.sink import InMemoryMessageSink
-from adapters.memory.store import InMemoryConnectionStore
-from adapters.memory.upstream import FakeUpstream
 from application.config import WorkerConfig
 from application.ports.metrics import LEASES_LOST
-from application.url_policy import UrlPolicy
-from application.worker.context import WorkerContext
-from tests.support.fleet import NoDns
-from tests.support.leases import trusted_lease
+from tests.support.leases import trusted_lease, worker_context
 
 CONFIG = WorkerConfig()
 TRUSTED_S = (CONFIG.lease_ms - CONFIG.self_fence_margin_ms) / 1000
 
 
-def _context(clock: FakeClock, metrics: InMemoryMetrics) -> WorkerContext:
-    return WorkerContext(
-        worker_id="w1",
-        config=CONFIG,
-        store=InMemoryConnectionStore(),
-        queue=InMemoryNotificationQueue(clock),
-        upstream=FakeUpstream(clock),
-        sink=InMemoryMessageSink(),
-        metrics=metrics,
-        clock=clock,
-        url_policy=UrlPolicy(resolver=NoDns(), allow_private=True),
-        rng=random.Random(1),
-    )
-
-
 async def test_a_lease_is_untrusted_at_the_first_look_after_its_session_stops_being() -> None:
     clock = FakeClock()
-    lease = await trusted_lease(_context(clock, InMemoryMetrics()), "c1")
+    lease = await trusted_lease(worker_context(clock, InMemoryMetrics()), "c1")
     assert lease.valid()
     assert lease.remaining_s() == TRUSTED_S
 
@@ -55,7 +32,7 @@ async def test_a_lease_superseded_by_a_newer_token_is_lost_once_and_never_truste
 ) -> None:
     caplog.set_level(logging.INFO, logger="application.worker.lease")
     clock, metrics = FakeClock(), InMemoryMetrics()
-    lease = await trusted_lease(_context(clock, metrics), "c1", token=7)
+    lease = await trusted_lease(worker_context(clock, metrics), "c1", token=7)
 
     lease.superseded()
     lease.superseded()  # a second refused seq of the same batch
