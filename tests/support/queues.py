@@ -18,11 +18,9 @@ class FirstRoundOnly:
         self.receive = inner.receive
         self.release = inner.release
         self.delete = inner.delete
-        self.copies_dropped = 0
 
     async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
         if delay_s:
-            self.copies_dropped += len(connection_ids)
             return
         await self._inner.send(connection_ids)
         if self._answer_s:
