@@ -64,11 +64,17 @@ class WorkerConfig:
     balance_handoffs_per_pass: int = attrs.field(default=10, validator=_positive)
 
     def __attrs_post_init__(self) -> None:
-        if self.heartbeat_interval_s * 1000 >= self.lease_ms - self.self_fence_margin_ms:
+        if self.heartbeat_interval_s >= self.trusted_s:
             raise ConfigurationError(
                 "heartbeat_interval_s must be shorter than the lease minus the self-fence margin "
                 f"({self.heartbeat_interval_s}s vs {self.lease_ms - self.self_fence_margin_ms}ms)"
             )
+
+    @property
+    def trusted_s(self) -> float:
+        """How long a session is trusted after the start of its last successful renew (the
+        SessionKeeper's rule): the lease less the self-fence margin."""
+        return (self.lease_ms - self.self_fence_margin_ms) / 1000
 
     def scaled(self, factor: float) -> "WorkerConfig":
         """The same shape at another speed (tests and benchmarks run at 1/10 or faster)."""

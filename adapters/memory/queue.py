@@ -86,7 +86,7 @@ class InMemoryNotificationQueue:
         return len(self._messages)
 
 
-def _delivery(body: str, receipt: str, delayed: bool = False) -> Delivery:
+def _delivery(body: str, receipt: str, delayed: bool) -> Delivery:
     try:
         return Delivery(receipt, validate_connection_id(body), delayed=delayed)
     except DomainError as exc:

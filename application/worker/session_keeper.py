@@ -49,7 +49,7 @@ class SessionKeeper:
     def __init__(self, ctx: WorkerContext, load: Callable[[], int]) -> None:
         self._ctx = ctx
         self._load = load  # connections held now, reported with each renew
-        self._trusted_s = (ctx.config.lease_ms - ctx.config.self_fence_margin_ms) / 1000
+        self._trusted_s = ctx.config.trusted_s
         self._incarnations = itertools.count(1)
         self.session_id = ""  # none until `open` succeeds
         self._deadline = float("-inf")

@@ -23,7 +23,7 @@ HEALTHY_SHARE = 0.2
 class TakeLimit:
     def __init__(self, config: WorkerConfig) -> None:
         self._ceiling = config.take_concurrency
-        self._healthy_s = (config.lease_ms - config.self_fence_margin_ms) / 1000 * HEALTHY_SHARE
+        self._healthy_s = config.trusted_s * HEALTHY_SHARE
         self.current = 1
 
     def after_wave(self, slowest_s: float | None) -> None:

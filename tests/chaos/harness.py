@@ -30,7 +30,7 @@ from tests.chaos.sockets import SocketOwners
 
 LEASE_S = CONFIG.lease_ms / 1000
 HEARTBEAT_S = CONFIG.heartbeat_interval_s
-TRUSTED_S = (CONFIG.lease_ms - CONFIG.self_fence_margin_ms) / 1000
+TRUSTED_S = CONFIG.trusted_s
 # Recovery bounds, from the fault (or its end) to every STARTED connection having exactly one
 # active subscriber. Crash and freeze: the lease runs out (at most lease after the last renew),
 # reconciliation wakes when it does, plus one heartbeat; the slack absorbs six processes

@@ -11,6 +11,7 @@ from adapters.memory.sink import InMemoryMessageSink
 from adapters.memory.store import InMemoryConnectionStore
 from adapters.memory.upstream import FakeUpstream
 from application.config import WorkerConfig
+from application.ports import MessageSink
 from application.url_policy import UrlPolicy
 from application.worker.context import WorkerContext
 from application.worker.lease import Lease
@@ -19,15 +20,19 @@ from tests.support.fleet import NoDns
 
 
 def worker_context(
-    clock: FakeClock, metrics: InMemoryMetrics, config: WorkerConfig | None = None
+    clock: FakeClock,
+    metrics: InMemoryMetrics,
+    *,
+    config: WorkerConfig | None = None,
+    sink: MessageSink | None = None,
 ) -> WorkerContext:
     return WorkerContext(
         worker_id="w1",
-        config=config or WorkerConfig(),
+        config=WorkerConfig() if config is None else config,
         store=InMemoryConnectionStore(),
         queue=InMemoryNotificationQueue(clock),
         upstream=FakeUpstream(clock),
-        sink=InMemoryMessageSink(),
+        sink=InMemoryMessageSink() if sink is None else sink,
         metrics=metrics,
         clock=clock,
         url_policy=UrlPolicy(resolver=NoDns(), allow_private=True),

@@ -2,23 +2,16 @@
 and a write that returns after the lease stopped being trusted, never advance a checkpoint."""
 
 import asyncio
-import random
 from collections.abc import Sequence
 
 import attrs
 
 from adapters.memory.clock import FakeClock
 from adapters.memory.metrics import InMemoryMetrics
-from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.sink import InMemoryMessageSink
-from adapters.memory.store import InMemoryConnectionStore
-from adapters.memory.upstream import FakeUpstream
-from application.config import WorkerConfig
-from application.ports import MessageSink, StoredMessage
-from application.url_policy import UrlPolicy
-from application.worker.context import WorkerContext
+from application.ports import StoredMessage
 from application.worker.ingest import IngestBuffer, IngestWriter
-from tests.support.fleet import NoDns
+from tests.support.leases import worker_context
 
 
 @attrs.define
@@ -38,27 +31,12 @@ class Lease:
         self.lost_to = ""
 
 
-def _context(sink: MessageSink, clock: FakeClock, metrics: InMemoryMetrics) -> WorkerContext:
-    return WorkerContext(
-        worker_id="w1",
-        config=WorkerConfig(),
-        store=InMemoryConnectionStore(),
-        queue=InMemoryNotificationQueue(clock),
-        upstream=FakeUpstream(clock),
-        sink=sink,
-        metrics=metrics,
-        clock=clock,
-        url_policy=UrlPolicy(resolver=NoDns(), allow_private=True),
-        rng=random.Random(1),
-    )
-
-
 class Harness:
     def __init__(self) -> None:
         self.clock = FakeClock()
         self.metrics = InMemoryMetrics()
         self.sink = InMemoryMessageSink()
-        self.writer = IngestWriter(_context(self.sink, self.clock, self.metrics))
+        self.writer = IngestWriter(worker_context(self.clock, self.metrics, sink=self.sink))
         self.failures: dict[str, str] = {}
 
     def buffer(self, cid: str, token: int = 1, checkpoint: int = 0) -> tuple[IngestBuffer, Lease]:

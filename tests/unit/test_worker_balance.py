@@ -10,7 +10,7 @@ from application.ports.metrics import BALANCE_HANDOFFS
 from application.worker.session_keeper import worker_of
 from domain import LeaseAcquired, LeaseReleased, LeaseTakenOver
 from tests.support.fleet import DEFAULT_CONFIG, Fleet
-from tests.support.queues import CopiesOnly, FirstRoundOnly
+from tests.support.queues import HintRounds
 
 OLD, NEW = ("w1", "w2", "w3"), ("w4", "w5", "w6")
 
@@ -195,7 +195,8 @@ async def test_a_handoffs_hint_received_by_the_worker_that_gave_it_is_kept_for_a
     full scan, a minute by default) THEN the hint is given back, not deleted, and a worker
     that joins later takes the connection through it."""
     # The first round alone (its copy would be taken by the taker too), answered as on SQS.
-    giver = fleet.add_worker("giver", queue=FirstRoundOnly(fleet.queue, fleet.clock, 0.05))
+    rounds = HintRounds(fleet.queue, copies=False, clock=fleet.clock, answer_s=0.05)
+    giver = fleet.add_worker("giver", queue=rounds)
     urls = {cid: await fleet.start_streamed_by("giver", cid) for cid in ("c1", "c2")}
     await fleet.clock.advance(1)
     sent = fleet.queue.sent
@@ -218,7 +219,7 @@ async def test_a_handoff_whose_first_hints_are_lost_moves_through_their_copies(
     worker's long poll, still open on the queue's server, took a handoff's hint and hid it
     3 s) WHEN it hands off to a newcomer THEN the connections move through the copies a
     second later, not at the newcomer's next full scan (a minute)."""
-    giver = fleet.add_worker("giver", queue=CopiesOnly(fleet.queue))
+    giver = fleet.add_worker("giver", queue=HintRounds(fleet.queue, first=False))
     urls = {cid: await fleet.start_streamed_by("giver", cid) for cid in ("c1", "c2", "c3", "c4")}
     fleet.add_worker("taker")
     await fleet.clock.advance(5)  # the taker's first full scan is behind it

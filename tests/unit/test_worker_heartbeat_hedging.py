@@ -12,7 +12,7 @@ async def test_a_renew_stuck_past_the_trust_window_does_not_fence_while_later_on
     a = fleet.add_worker("a")
     url = await fleet.start_streamed_by("a", "c1")
     first_session = a.worker.keeper.session_id
-    trusted_s = (fleet.config.lease_ms - fleet.config.self_fence_margin_ms) / 1000
+    trusted_s = fleet.config.trusted_s
 
     a.store.stall_next("RenewSession", 3 * trusted_s)  # the next heartbeat hangs that long
     await fleet.clock.advance(4 * trusted_s)

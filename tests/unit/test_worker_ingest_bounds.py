@@ -10,16 +10,10 @@ import pytest
 
 from adapters.memory.clock import FakeClock
 from adapters.memory.metrics import InMemoryMetrics
-from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.sink import InMemoryMessageSink
-from adapters.memory.store import InMemoryConnectionStore
-from adapters.memory.upstream import FakeUpstream
 from application.config import WorkerConfig
-from application.url_policy import UrlPolicy
-from application.worker.context import WorkerContext
 from application.worker.ingest import IngestBuffer, IngestWriter
-from tests.support.leases import trusted_lease
-from tests.support.resolver import StaticResolver
+from tests.support.leases import trusted_lease, worker_context
 
 KIB_100 = "x" * 100_000
 SIZE = sys.getsizeof(KIB_100)
@@ -30,17 +24,7 @@ async def writer_and_buffer(
 ) -> tuple[IngestWriter, IngestBuffer, InMemoryMessageSink]:
     clock = FakeClock()
     sink = InMemoryMessageSink()
-    ctx = WorkerContext(
-        worker_id="w1",
-        config=WorkerConfig(**config),
-        store=InMemoryConnectionStore(),
-        queue=InMemoryNotificationQueue(clock),
-        upstream=FakeUpstream(clock),
-        sink=sink,
-        metrics=InMemoryMetrics(),
-        clock=clock,
-        url_policy=UrlPolicy(resolver=StaticResolver()),
-    )
+    ctx = worker_context(clock, InMemoryMetrics(), config=WorkerConfig(**config), sink=sink)
     writer = IngestWriter(ctx)  # its run loop is not started: only flush() writes
     failures: list[str] = []  # a buffer's own failures; none expected here
     lease = await trusted_lease(ctx, "c1")

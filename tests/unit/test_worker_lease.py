@@ -11,8 +11,7 @@ from application.config import WorkerConfig
 from application.ports.metrics import LEASES_LOST
 from tests.support.leases import trusted_lease, worker_context
 
-CONFIG = WorkerConfig()
-TRUSTED_S = (CONFIG.lease_ms - CONFIG.self_fence_margin_ms) / 1000
+TRUSTED_S = WorkerConfig().trusted_s
 
 
 async def test_a_lease_is_untrusted_at_the_first_look_after_its_session_stops_being() -> None:

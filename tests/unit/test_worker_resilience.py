@@ -51,7 +51,7 @@ async def test_a_renew_stuck_on_a_store_that_never_answers_is_abandoned_when_tru
     a.store.severed = True  # every store call hangs: no answer, no error
     await fleet.clock.run_until(lambda: fleet.owner_of("c1") is None, 30)
 
-    trusted_s = (fleet.config.lease_ms - fleet.config.self_fence_margin_ms) / 1000
+    trusted_s = fleet.config.trusted_s
     heartbeat_s = fleet.config.heartbeat_interval_s
     # Closed once trust ran out, measured from a renew no later than the one before the
     # severing (heartbeats every 5 s): never after the lease could pass to another owner.
@@ -74,7 +74,7 @@ async def test_lost_renew_responses_and_outages_shorter_than_the_lease_keep_the_
     await fleet.clock.advance(12)
     owner.store.outage = True
     # An outage well inside the time the session is trusted (lease - margin).
-    await fleet.clock.advance((fleet.config.lease_ms - fleet.config.self_fence_margin_ms) / 2000)
+    await fleet.clock.advance(fleet.config.trusted_s / 2)
     owner.store.outage = False
     await fleet.clock.advance(20)
 

@@ -7,8 +7,7 @@ from application.config import WorkerConfig
 from application.worker.session_keeper import SessionKeeper
 from tests.support.leases import worker_context
 
-CONFIG = WorkerConfig()
-TRUSTED_S = (CONFIG.lease_ms - CONFIG.self_fence_margin_ms) / 1000
+TRUSTED_S = WorkerConfig().trusted_s
 
 
 async def test_a_previous_session_is_never_trusted_once_a_new_one_is_open() -> None:
