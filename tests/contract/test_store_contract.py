@@ -27,6 +27,7 @@ from domain import (
     ConnectionStarted,
     DesiredState,
     DomainError,
+    EndSession,
     InvalidCommand,
     LeaseAcquired,
     LeaseLost,
@@ -301,6 +302,9 @@ async def test_end_session_is_idempotent_and_the_first_reason_stands(
     assert isinstance(history[1], SessionEnded)
     assert history[1].reason == ended.ended_reason
     assert not await store.end_session("unknown", "x", T)
+    # Unchanged, the answer is still the session as it stands (SessionResult.session).
+    again = await store.execute_session(EndSession("s1", "again"), T + 3)
+    assert (again.session, again.changed) == (ended, False)
 
 
 async def test_an_expired_session_can_still_be_ended(store: ConnectionStore) -> None:
