@@ -23,6 +23,7 @@ from adapters.dynamodb.items import (
 )
 from adapters.dynamodb.schema import TableNames
 from application.errors import StoreUnavailable
+from application.ports.store import check_page_size
 from domain import (
     Connection,
     DomainError,
@@ -171,8 +172,7 @@ class ConnectionQueries:
         `connections-by-owner` and a consistent BatchGetItem of what it lists), and the unowned
         ones whose back-off is over (every shard of `orphans-by-shard`, concurrently, each paged;
         at most one page per shard held at a time, so memory stays within shards x page_size)."""
-        if page_size < 1:
-            raise ValueError(f"page_size must be positive, got {page_size}")
+        check_page_size(page_size)
         sessions = await self.list_sessions("iter_orphans")
         by_id = {session.session_id: session for session in sessions}
         buffer: list[Connection] = []

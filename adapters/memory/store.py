@@ -5,7 +5,7 @@ against it."""
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 
-from application.ports.store import CommandResult, ConnectionStore, SessionResult
+from application.ports.store import CommandResult, ConnectionStore, SessionResult, check_page_size
 from domain import (
     NO_OWNER,
     SESSION_LOG_EVENTS,
@@ -88,6 +88,7 @@ class InMemoryConnectionStore(ConnectionStore):
         self, now_ms: int, page_size: int
     ) -> AsyncIterator[Sequence[Connection]]:
         self._count("iter_orphans")
+        check_page_size(page_size)
         orphans = [c for c in self._states.values() if c.is_orphan(now_ms, self._sessions)]
         for i in range(0, len(orphans), page_size):
             yield orphans[i : i + page_size]

@@ -29,7 +29,7 @@ from adapters.sqlite.rows import (
 )
 from adapters.sqlite.schema import CONNECTIONS, EVENTS, SESSION_EVENTS, SESSIONS, STORE_SCHEMA
 from application.errors import ConfigurationError, StoreUnavailable
-from application.ports.store import CommandResult, ConnectionStore, SessionResult
+from application.ports.store import CommandResult, ConnectionStore, SessionResult, check_page_size
 from domain import Command, Connection, Event, SessionCommand, SessionEvent, WorkerSession
 
 T = TypeVar("T")
@@ -117,8 +117,7 @@ class SqliteConnectionStore(ConnectionStore):
     ) -> AsyncIterator[Sequence[Connection]]:
         """The unowned orphans, then each dead owner's: one query per page (each counted) plus
         one for the dead owners; a page shorter than `page_size` ends its part."""
-        if page_size < 1:
-            raise ValueError(f"page_size must be positive, got {page_size}")
+        check_page_size(page_size)
         after: tuple[int, str] = (-1, "")
         while True:
             rows = await self._read(

@@ -68,6 +68,13 @@ class SessionResult:
     changed: bool  # False: an EndSession of a session that had ended already
 
 
+def check_page_size(page_size: int) -> None:
+    """`iter_orphans`' argument rule, for every store: a page of none would page forever (or,
+    in a range step, silently list nothing)."""
+    if page_size < 1:
+        raise ValueError(f"page_size must be positive, got {page_size}")
+
+
 class ConnectionStore(abc.ABC):
     # -- what every store implements ---------------------------------------------------------
 
@@ -100,7 +107,8 @@ class ConnectionStore(abc.ABC):
         """Every connection with `is_orphan` at `now_ms`, in pages of at most `page_size`,
         until all are returned: STARTED ones with no owner whose back-off is over, and those
         whose owner's session is dead (expired, ended or gone). Order unspecified. May lag
-        behind writes by the index's consistency window; every acquire re-checks."""
+        behind writes by the index's consistency window; every acquire re-checks. A
+        `page_size` below 1 raises ValueError (`check_page_size`) before anything is read."""
 
     @abc.abstractmethod
     async def next_available_at(self, now_ms: int) -> int | None:

@@ -772,6 +772,30 @@ async def test_orphans_of_both_kinds_are_paged_until_all_are_returned(
         assert conn == await store.get(conn.connection_id)  # whole connections, as stored
 
 
+async def test_orphans_come_in_pages_of_one_whatever_their_ids_sort_like(
+    store: ConnectionStore,
+) -> None:
+    """A keyset cursor must start below every id: digits and capitals sort before lower case."""
+    unowned = ["0-unowned", "A-unowned", "z-unowned"]
+    for cid in unowned:
+        await started(store, cid)
+    dead = ["1-dead", "B-dead", "y-dead"]
+    for cid in dead:
+        await leased(store, cid, "dying", T - LEASE)
+
+    pages = [page async for page in store.iter_orphans(T + 1, 1)]
+
+    assert [len(page) for page in pages] == [1] * 6
+    assert sorted(c.connection_id for page in pages for c in page) == sorted(unowned + dead)
+
+
+async def test_orphans_in_pages_of_none_are_refused_by_name(store: ConnectionStore) -> None:
+    await started(store, "c1")
+    for page_size in (0, -1):
+        with pytest.raises(ValueError, match="page_size must be positive"):
+            _ = [page async for page in store.iter_orphans(T, page_size)]
+
+
 async def test_orphans_are_wanted_unheld_and_not_backing_off(store: ConnectionStore) -> None:
     await started(store, "new")
     await leased(store, "held", "live")
