@@ -259,3 +259,38 @@ async def test_a_hand_back_is_given_up_after_three_attempts_once_the_lease_is_no
     assert len(attempts.seen) == 3
     assert session.end is SessionEnd.LEASE_LOST
     assert (await fleet.store.get("c1") or pytest.fail("gone")).owner != NO_OWNER
+
+
+async def test_a_balancing_handoff_under_steady_inflow_waits_only_for_what_it_had_received(
+    fleet: Fleet,
+) -> None:
+    """The handoff waits until what was received when it was asked is stored, not until
+    nothing is pending: under a steady inflow into a slow sink there always is something."""
+    a = fleet.add_worker("a")
+    await fleet.start_streamed_by("a", "c1")
+    await fleet.clock.advance(1)
+    a.sink.latency_s = 0.3  # slow, yet keeping up: a write in flight nearly all the time
+    await fleet.clock.advance(1)
+    session = only_session(a)
+
+    assert a.worker.sessions.hand_off(1) == ["c1"]
+    # What was received when asked is stored within two writes (0.6 s): the wait, and the
+    # stream, end then; waiting for nothing pending would stream on past it.
+    await fleet.clock.advance(0.6)
+    assert not session.upstream_open
+    await fleet.clock.run_until(lambda: session.end is not None, 3)
+
+    assert session.end is SessionEnd.REBALANCE
+
+
+async def test_a_session_whose_upstream_never_opens_is_not_shown_as_streaming(
+    fleet: Fleet,
+) -> None:
+    a = fleet.add_worker("a")
+    url = await fleet.start("c1")
+    fleet.upstream.streams[url].fail_opens = 1_000
+    await fleet.clock.run_until(lambda: len(list(a.worker.sessions)) == 1, 5)
+    await fleet.clock.advance(1)
+
+    assert not only_session(a).upstream_open
+    assert fleet.owner_of("c1") is None
