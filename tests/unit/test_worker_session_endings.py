@@ -294,3 +294,18 @@ async def test_a_session_whose_upstream_never_opens_is_not_shown_as_streaming(
 
     assert not only_session(a).upstream_open
     assert fleet.owner_of("c1") is None
+
+
+async def test_a_quiet_stream_is_ended_by_the_fence_itself(fleet: Fleet) -> None:
+    """Nothing arrives to be refused: the lease's watch ends the session as lease lost the
+    moment the worker stops trusting its session."""
+    a = fleet.add_worker("a")
+    url = await fleet.start_streamed_by("a", "c1")
+    await fleet.clock.advance(1)
+    fleet.upstream.streams[url].lost.update(range(1, 100_000))  # the upstream goes quiet
+    session = only_session(a)
+    a.store.outage = True
+
+    await fleet.clock.run_until(lambda: session.end is not None, 30)
+
+    assert session.end is SessionEnd.LEASE_LOST
