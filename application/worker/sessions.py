@@ -131,10 +131,6 @@ class Sessions:
                 self._limit.after_wave(max(round_trips))
         return no_room
 
-    async def take(self, connection_id: str, *, dead_owner: bool = False) -> bool:
-        """Acquire the lease, and only then start streaming. False if not ours to take."""
-        return await self._take(connection_id, dead_owner, [])
-
     async def _take_if_room(
         self, connection_id: str, dead_owner: bool, no_room: list[str], round_trips: list[float]
     ) -> None:

@@ -59,6 +59,6 @@ async def test_an_old_lease_of_ours_still_running_out_is_not_taken_for_a_new_gra
 
     a.store.fail_next("Acquire")
     with pytest.raises(StoreUnavailable):
-        await a.worker.sessions.take("c1")
+        await a.worker.sessions.take_each([("c1", False)])
 
     assert "c1" not in a.worker.sessions
