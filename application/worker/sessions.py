@@ -145,21 +145,21 @@ class Sessions:
         """By capacity alone for a dead owner's connection, by this worker's share otherwise."""
         return self.capacity_free if dead_owner else self.free
 
-    async def _take(self, connection_id: str, dead_owner: bool, round_trips: list[float]) -> bool:
+    async def _take(self, connection_id: str, dead_owner: bool, round_trips: list[float]) -> None:
         """`dead_owner`: the caller saw the owner's session dead (the orphan scan): room is
         then judged by capacity alone, not by this worker's share (a dead worker's connections
         have been down for a lease already: taken at once, balanced afterwards). Whether the
         acquire was a takeover is the store's answer, not this."""
         ctx, keeper = self._ctx, self._keeper
         if connection_id in self or self._room(dead_owner) <= 0:
-            return False
+            return
         if self._handed_off_lately(connection_id):
-            return False
+            return
         # The session this take is made under, captured before the call: if it is fenced
         # meanwhile, the lease is born untrusted and ends at once.
         session_id, fenced = keeper.session_id, keeper.fenced()
         if not keeper.trusts(session_id):
-            return False  # no live session (fenced, reopening): take nothing
+            return  # no live session (fenced, reopening): take nothing
         self._acquiring.add(connection_id)
         try:
             started = ctx.clock.monotonic()
@@ -180,7 +180,7 @@ class Sessions:
                     raise
             if acquired is None:
                 ctx.metrics.count(ACQUISITION_CONFLICTS)
-                return False
+                return
             # A dead owner may have stored more than its last checkpoint says; a release
             # records the final checkpoint of everything written (one read saved per handoff).
             clean = took_over is False
@@ -201,7 +201,6 @@ class Sessions:
         task = asyncio.create_task(session.run(), name=f"session:{connection_id}")
         self._running[connection_id] = (session, task)
         task.add_done_callback(lambda _: self._done(connection_id, session))
-        return True
 
     async def _resume_point(self, acquired: Connection) -> int:
         """Where to resume: the stored checkpoint, or further if the sink durably stored more
