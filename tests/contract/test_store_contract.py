@@ -991,6 +991,7 @@ async def test_list_connections_is_sorted_by_id_and_limited(store: ConnectionSto
     assert everything[0] == await store.get("a")
     assert len(two) == 2
     assert [c.connection_id for c in two] == sorted(c.connection_id for c in two)
+    assert await store.list_connections(limit=0) == []
 
 
 # --- differential: any store behaves as the reference on the same commands ---------------------

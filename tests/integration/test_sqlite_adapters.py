@@ -52,6 +52,21 @@ async def test_invalid_synchronous_setting_is_refused(tmp_path: Path) -> None:
         await SqliteConnectionStore.connect(tmp_path / "db.sqlite", synchronous="SOMETIMES")
 
 
+async def test_the_store_connection_uses_the_settings_it_was_given(tmp_path: Path) -> None:
+    """busy_timeout_s and synchronous reach the connection itself (PRAGMAs are per
+    connection): a setting lost on the way would be ignored silently."""
+    async with SqliteConnectionStore.open(
+        tmp_path / "db.sqlite", busy_timeout_s=0.25, synchronous="NORMAL"
+    ) as store:
+        db = store._db  # the store's own connection; no public API reads its PRAGMAs
+        assert await db.read(lambda c: c.execute("PRAGMA busy_timeout").fetchone()[0]) == 250
+        assert await db.read(lambda c: c.execute("PRAGMA synchronous").fetchone()[0]) == 1
+    async with SqliteConnectionStore.open(tmp_path / "db.sqlite") as store:  # the defaults
+        db = store._db
+        assert await db.read(lambda c: c.execute("PRAGMA busy_timeout").fetchone()[0]) == 5000
+        assert await db.read(lambda c: c.execute("PRAGMA synchronous").fetchone()[0]) == 2
+
+
 async def test_lock_held_past_busy_timeout_is_store_unavailable_until_its_holder_dies(
     tmp_path: Path,
 ) -> None:
