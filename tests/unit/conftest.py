@@ -2,12 +2,19 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.support.fleet import Fleet
+from application.config import WorkerConfig
+from tests.support.fleet import DEFAULT_CONFIG, Fleet
 
 
 @pytest.fixture
-async def fleet() -> AsyncIterator[Fleet]:
-    fleet = Fleet()
+def fleet_config() -> WorkerConfig:
+    """The fleet's worker configuration; a test module overrides this fixture for its own."""
+    return DEFAULT_CONFIG
+
+
+@pytest.fixture
+async def fleet(fleet_config: WorkerConfig) -> AsyncIterator[Fleet]:
+    fleet = Fleet(fleet_config)
     try:
         yield fleet
     finally:
