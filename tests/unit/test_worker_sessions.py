@@ -1,14 +1,12 @@
 """Sessions (application/worker/sessions.py), on virtual time: which connection a handoff
 picks, where a takeover resumes when the sink cannot say or cannot be read, the log of a grant
-whose answer was lost, the handed-off window, and a shutdown's budget. Found unasserted by the
-mutation run of sessions.py."""
+whose answer was lost, and the handed-off window (a shutdown's budget is in
+test_worker_sessions_lifecycle.py). Found unasserted by the mutation run of sessions.py."""
 
-import asyncio
 import logging
 
 import pytest
 
-from application.worker.session import SessionEnd
 from domain import LeaseTakenOver
 from tests.support.fleet import Fleet
 
@@ -115,18 +113,3 @@ async def test_a_connection_handed_off_that_nobody_takes_is_taken_back_after_a_l
     assert fleet.owner_of(moving) is None, "taken back within the window"
 
     await fleet.clock.run_until(lambda: fleet.owner_of(moving) == "a", 2 * lease_s + 60)
-
-
-async def test_a_shutdown_cancels_the_sessions_that_outlive_its_budget(fleet: Fleet) -> None:
-    a = fleet.add_worker("a")
-    await fleet.start_streamed_by("a", "c1")
-    await fleet.clock.advance(1)
-    a.store.stall_next("Release", 1_000.0)  # the hand-back never answers
-    (session,) = a.worker.sessions
-
-    stopping = asyncio.create_task(a.worker.sessions.stop_all(SessionEnd.SHUTDOWN, budget_s=2.0))
-    await fleet.clock.run_until(stopping.done, 5)
-    await stopping
-
-    assert session.end is None, "it never finished on its own"
-    assert len(a.worker.sessions) == 0, "cancelled at the budget's end"
