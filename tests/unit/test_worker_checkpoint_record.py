@@ -42,6 +42,9 @@ async def test_an_owner_records_what_is_stored_once_per_interval_and_only_when_i
     await fleet.clock.advance(INTERVAL_S)
     assert checkpoint_writes(fleet) == 1
     first = await recorded(fleet, "c1")
+    state = await fleet.store.get("c1")
+    assert state is not None
+    assert fleet.clock.now_ms() - INTERVAL_S * 1000 <= state.updated_at_ms <= fleet.clock.now_ms()
     assert 0 < first <= session.ingest.checkpoint
     assert set(range(1, first + 1)) <= set(fleet.sink.seqs("c1"))
     # ...then one per interval, each what was stored by then.
@@ -100,5 +103,8 @@ async def test_a_record_refused_because_the_store_names_another_owner_ends_the_s
     await fleet.clock.advance(0.01)
 
     assert session.lease.lost_to == ""
-    assert "lease lost (the store names another owner)" in [r.getMessage() for r in caplog.records]
+    (lost,) = [
+        r for r in caplog.records if r.getMessage() == "lease lost (the store names another owner)"
+    ]
+    assert lost.__dict__["connection_id"] == "c1"
     await fleet.clock.run_until(lambda: not a.worker.sessions, 5)
