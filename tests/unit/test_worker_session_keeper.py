@@ -2,8 +2,10 @@
 mutation run of session_keeper.py found these unasserted)."""
 
 import asyncio
+import contextlib
 import itertools
 import logging
+from collections.abc import AsyncIterator
 
 import attrs
 import pytest
@@ -73,6 +75,17 @@ class Recorder(FaultInjectingStore):
 
     def times(self, op: str) -> list[float]:
         return [at for name, at in self.calls if name == op]
+
+
+@contextlib.asynccontextmanager
+async def heartbeat(keeper: SessionKeeper) -> AsyncIterator["asyncio.Task[None]"]:
+    """The keeper's heartbeat running for the block, cancelled and awaited after it."""
+    beating = asyncio.create_task(keeper.run())
+    try:
+        yield beating
+    finally:
+        beating.cancel()
+        await asyncio.wait([beating])
 
 
 @attrs.frozen
@@ -234,58 +247,50 @@ async def test_a_refused_heartbeat_fences_at_once_and_the_next_session_beats_fro
     caplog.set_level(logging.INFO, logger="application.worker.session_keeper")
     r = rig(load=2)
     await r.keeper.open()
-    beating = asyncio.create_task(r.keeper.run())
-    await r.clock.advance(0.5)
-    await r.inner.end_session("w1#1", "reaped", r.clock.now_ms())  # someone thought us dead
+    async with heartbeat(r.keeper):
+        await r.clock.advance(0.5)
+        await r.inner.end_session("w1#1", "reaped", r.clock.now_ms())  # someone thought us dead
 
-    await r.clock.advance(0.5)  # the beat at 1.0 s is refused
+        await r.clock.advance(0.5)  # the beat at 1.0 s is refused
 
-    assert r.keeper.fenced().done()
-    assert "worker session is no longer live: fencing every connection" in messages(
-        caplog, logging.WARNING
-    )
-    assert r.metrics.counters[LEASES_LOST] == 2
-    await r.clock.advance(1.0)  # the loop wakes on its next beat and opens another
-    assert r.keeper.session_id == "w1#2"
-    opened = r.store.times("OpenSession")[-1]
-    await r.clock.advance(0.99)
-    assert r.store.times("RenewSession")[-1] < opened  # not at once
-    await r.clock.advance(0.01)
-    assert r.store.times("RenewSession")[-1] == pytest.approx(opened + 1.0)
-    beating.cancel()
-    await asyncio.wait([beating])
+        assert r.keeper.fenced().done()
+        assert "worker session is no longer live: fencing every connection" in messages(
+            caplog, logging.WARNING
+        )
+        assert r.metrics.counters[LEASES_LOST] == 2
+        await r.clock.advance(1.0)  # the loop wakes on its next beat and opens another
+        assert r.keeper.session_id == "w1#2"
+        opened = r.store.times("OpenSession")[-1]
+        await r.clock.advance(0.99)
+        assert r.store.times("RenewSession")[-1] < opened  # not at once
+        await r.clock.advance(0.01)
+        assert r.store.times("RenewSession")[-1] == pytest.approx(opened + 1.0)
 
 
 async def test_heartbeats_beat_on_each_interval_from_the_open() -> None:
     r = rig()
     await r.keeper.open()
-    beating = asyncio.create_task(r.keeper.run())
-
-    await r.clock.advance(0.99)
-    assert r.store.times("RenewSession") == []
-    await r.clock.advance(0.01)
-    assert r.store.times("RenewSession") == [1.0]  # on the beat, not a moment after
-    await r.clock.advance(2.0)
-    assert r.store.times("RenewSession") == [1.0, 2.0, 3.0]
-    assert r.keeper.last_renewed == 3.0
-    beating.cancel()
-    await asyncio.wait([beating])
+    async with heartbeat(r.keeper):
+        await r.clock.advance(0.99)
+        assert r.store.times("RenewSession") == []
+        await r.clock.advance(0.01)
+        assert r.store.times("RenewSession") == [1.0]  # on the beat, not a moment after
+        await r.clock.advance(2.0)
+        assert r.store.times("RenewSession") == [1.0, 2.0, 3.0]
+        assert r.keeper.last_renewed == 3.0
 
 
 async def test_a_frozen_process_beats_once_on_waking_then_on_the_interval_no_burst() -> None:
     r = rig()
     await r.keeper.open()
-    beating = asyncio.create_task(r.keeper.run())
-
-    await r.clock.advance(2.5, step_s=2.5)  # asleep past two beats, still within the trust
-    assert r.store.times("RenewSession") == [2.5]
-    await r.clock.advance(0.99)
-    assert r.store.times("RenewSession") == [2.5]
-    await r.clock.advance(0.01)
-    assert r.store.times("RenewSession") == [2.5, 3.5]
-    assert not beating.done()
-    beating.cancel()
-    await asyncio.wait([beating])
+    async with heartbeat(r.keeper) as beating:
+        await r.clock.advance(2.5, step_s=2.5)  # asleep past two beats, still within the trust
+        assert r.store.times("RenewSession") == [2.5]
+        await r.clock.advance(0.99)
+        assert r.store.times("RenewSession") == [2.5]
+        await r.clock.advance(0.01)
+        assert r.store.times("RenewSession") == [2.5, 3.5]
+        assert not beating.done()
 
 
 async def test_a_failed_heartbeat_is_retried_with_growing_delays_and_times_its_success(
@@ -295,93 +300,76 @@ async def test_a_failed_heartbeat_is_retried_with_growing_delays_and_times_its_s
     r = rig(config=HALF_SECOND_BEATS)
     await r.keeper.open()
     r.store.fail_next("RenewSession", 4)
-    beating = asyncio.create_task(r.keeper.run())
+    async with heartbeat(r.keeper):
+        await r.clock.advance(0.9)  # the retries end before the next beat (1.0 s)
 
-    await r.clock.advance(0.9)  # the retries end before the next beat (1.0 s)
-
-    tries = r.store.times("RenewSession")
-    assert len(tries) == 5
-    assert tries[0] == 0.5
-    assert backoff_gaps_ok(tries, 0.025)
-    assert r.keeper.last_renewed == tries[-1]
-    assert r.keeper.remaining_s() == pytest.approx(tries[-1] + TRUSTED_S - 0.9)
-    assert r.metrics.counters[STORE_ERRORS] == 4
-    assert messages(caplog, logging.WARNING) == 4 * [
-        "session renew failed, retrying within the lease: injected failure (RenewSession)"
-    ]
-    beating.cancel()
-    await asyncio.wait([beating])
+        tries = r.store.times("RenewSession")
+        assert len(tries) == 5
+        assert tries[0] == 0.5
+        assert backoff_gaps_ok(tries, 0.025)
+        assert r.keeper.last_renewed == tries[-1]
+        assert r.keeper.remaining_s() == pytest.approx(tries[-1] + TRUSTED_S - 0.9)
+        assert r.metrics.counters[STORE_ERRORS] == 4
+        assert messages(caplog, logging.WARNING) == 4 * [
+            "session renew failed, retrying within the lease: injected failure (RenewSession)"
+        ]
 
 
 async def test_a_heartbeats_latency_is_timed_in_milliseconds() -> None:
     r = rig()
     await r.keeper.open()
     r.store.stall_next("RenewSession", 0.02)
-    beating = asyncio.create_task(r.keeper.run())
+    async with heartbeat(r.keeper):
+        await r.clock.advance(1.5)
 
-    await r.clock.advance(1.5)
-
-    assert r.metrics.timings[RENEW_LATENCY_MS] == [pytest.approx(20.0)]
-    beating.cancel()
-    await asyncio.wait([beating])
+        assert r.metrics.timings[RENEW_LATENCY_MS] == [pytest.approx(20.0)]
 
 
 async def test_a_failed_heartbeat_is_not_retried_once_a_later_one_succeeded() -> None:
     r = rig()
     await r.keeper.open()
     r.store.stall_next("RenewSession", 1.2)  # the 1.0 s beat is answered at 2.2 s...
-    beating = asyncio.create_task(r.keeper.run())
-    await r.clock.advance(2.1)  # ...after the 2.0 s beat succeeded...
-    r.store.fail_next("RenewSession")  # ...with a failure
+    async with heartbeat(r.keeper):
+        await r.clock.advance(2.1)  # ...after the 2.0 s beat succeeded...
+        r.store.fail_next("RenewSession")  # ...with a failure
 
-    await r.clock.advance(0.8)
+        await r.clock.advance(0.8)
 
-    assert r.store.times("RenewSession") == [1.0, 2.0]
-    assert r.inner.operations["RenewSession"] == 1
-    beating.cancel()
-    await asyncio.wait([beating])
+        assert r.store.times("RenewSession") == [1.0, 2.0]
+        assert r.inner.operations["RenewSession"] == 1
 
 
 async def test_a_late_answer_to_an_older_heartbeat_does_not_move_the_last_renewal_back() -> None:
     r = rig()
     await r.keeper.open()
     r.store.stall_next("RenewSession", 1.5)  # the 1.0 s beat answers at 2.5 s, after 2.0 s's
-    beating = asyncio.create_task(r.keeper.run())
+    async with heartbeat(r.keeper):
+        await r.clock.advance(2.6)
 
-    await r.clock.advance(2.6)
-
-    assert r.inner.operations["RenewSession"] == 2
-    assert r.keeper.last_renewed == 2.0
-    assert r.keeper.remaining_s() == pytest.approx(2.0 + TRUSTED_S - 2.6)
-    beating.cancel()
-    await asyncio.wait([beating])
+        assert r.inner.operations["RenewSession"] == 2
+        assert r.keeper.last_renewed == 2.0
+        assert r.keeper.remaining_s() == pytest.approx(2.0 + TRUSTED_S - 2.6)
 
 
 async def test_no_more_than_three_heartbeats_wait_for_the_store_at_once() -> None:
     r = rig(config=WorkerConfig(lease_ms=10_000))  # trusted 9 s: many beats
     await r.keeper.open()
     r.store.stall_next("RenewSession", 100.0, n=10)
-    beating = asyncio.create_task(r.keeper.run())
+    async with heartbeat(r.keeper):
+        await r.clock.advance(8.5)
 
-    await r.clock.advance(8.5)
-
-    assert r.store.times("RenewSession") == [1.0, 2.0, 3.0]
-    beating.cancel()
-    await asyncio.wait([beating])
+        assert r.store.times("RenewSession") == [1.0, 2.0, 3.0]
 
 
 async def test_a_heartbeat_stops_retrying_when_the_trust_runs_out() -> None:
     r = rig()
     await r.keeper.open()
     r.store.outage = True
-    beating = asyncio.create_task(r.keeper.run())
+    async with heartbeat(r.keeper):
+        await r.clock.advance(TRUSTED_S + 0.5)
 
-    await r.clock.advance(TRUSTED_S + 0.5)
-
-    assert max(r.store.times("RenewSession")) < TRUSTED_S
-    assert r.keeper.fenced().done()
-    beating.cancel()
-    await asyncio.wait([beating])
+        assert max(r.store.times("RenewSession")) < TRUSTED_S
+        assert r.keeper.fenced().done()
 
 
 async def test_a_heartbeat_failing_with_a_bug_fails_the_keeper_with_that_error() -> None:
