@@ -67,7 +67,7 @@ class WorkerConfig:
         if self.heartbeat_interval_s >= self.trusted_s:
             raise ConfigurationError(
                 "heartbeat_interval_s must be shorter than the lease minus the self-fence margin "
-                f"({self.heartbeat_interval_s}s vs {self.lease_ms - self.self_fence_margin_ms}ms)"
+                f"({self.heartbeat_interval_s}s vs {self.trusted_s}s)"
             )
 
     @property

@@ -31,6 +31,10 @@ class FakeStream:
     log: list[tuple[float, str, int]] = attrs.Factory(list)  # (time, "open"/"close", from_seq)
     addresses: list[tuple[str, ...]] = attrs.Factory(list)  # the vetted addresses, per open
 
+    def opened_from(self) -> list[int]:
+        """The seq each subscription asked to start from, in order (where each owner resumed)."""
+        return [from_seq for _, what, from_seq in self.log if what == "open"]
+
     def due(self, now_s: float) -> int:
         """The highest seq emitted by `now_s`."""
         emitted = int((now_s - self.started_at_s) * self.rate_per_s)

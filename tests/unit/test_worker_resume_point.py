@@ -95,6 +95,6 @@ async def test_a_takeover_reached_through_a_hint_resumes_from_what_the_sink_stor
     await fleet.queue.send(["c1"])
     await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "b", 10)
 
-    opened = [from_seq for _, kind, from_seq in fleet.upstream.stream(url).log if kind == "open"]
+    opened = fleet.upstream.stream(url).opened_from()
     assert opened[-1] == last + 1
     assert b.metrics.counters[TAKEOVERS] == 1

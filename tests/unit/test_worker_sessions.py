@@ -11,11 +11,6 @@ from domain import LeaseTakenOver
 from tests.support.fleet import Fleet
 
 
-def opens_from(fleet: Fleet, url: str) -> list[int]:
-    """The seq each subscription of `url` asked to start from, in order."""
-    return [from_seq for _, what, from_seq in fleet.upstream.streams[url].log if what == "open"]
-
-
 async def test_a_handoff_moves_a_streaming_connection_before_one_still_reconnecting(
     fleet: Fleet,
 ) -> None:
@@ -54,7 +49,7 @@ async def test_a_takeover_resumes_from_the_checkpoint_when_the_sink_cannot_be_re
     b.sink.outage = False  # ...and the stream is stored again from the checkpoint on
     await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "b", 5)
 
-    assert opens_from(fleet, url)[-1] == checkpoint + 1
+    assert fleet.upstream.streams[url].opened_from()[-1] == checkpoint + 1
     (record,) = [r for r in caplog.records if r.getMessage().startswith("resume point not read")]
     assert record.getMessage() == (
         "resume point not read, resuming from the checkpoint: injected sink outage"
@@ -79,7 +74,7 @@ async def test_a_takeover_resumes_from_the_checkpoint_when_the_sink_cannot_say(
     b.sink.resume_point = cannot_say  # type: ignore[method-assign]
     await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "b", 30)
 
-    assert opens_from(fleet, url)[-1] == checkpoint + 1
+    assert fleet.upstream.streams[url].opened_from()[-1] == checkpoint + 1
 
 
 async def test_a_grant_whose_answer_was_lost_is_logged_as_such(
