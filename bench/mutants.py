@@ -30,10 +30,13 @@ import sys
 import time
 import tomllib
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import attrs
+
+from entrypoints.devstack.aws import lend, local_aws, set_fake_credentials
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "build" / "mutants"
@@ -52,6 +55,9 @@ WORKER_UNIT = ["tests/unit/test_worker_*.py", "tests/unit/test_ingest_writer_fen
 class Module:
     why: str
     tests: list[str]  # globs under the fast tiers
+    # Its tests need the local AWS: the run starts one stack per mutant run at once and lends
+    # them out (entrypoints/devstack/aws.py), saving a stack's start-up (~4 s) per mutant.
+    aws: bool = False
 
 
 # module (file, or package folder) -> why it is in scope, and its tests
@@ -60,6 +66,7 @@ MODULES: dict[str, Module] = {
     "adapters/dynamodb/conditions.py": Module(
         "the rules as DynamoDB conditions",
         [*STORE_CONTRACT, "tests/unit/test_dynamodb_conditions.py"],
+        aws=True,
     ),
     # A store adapter also answers to its own tests: what the contract cannot say for every
     # store (a locked file, an old schema, DynamoDB's races and request shapes).
@@ -70,6 +77,7 @@ MODULES: dict[str, Module] = {
             "tests/integration/test_dynamodb_store.py",
             "tests/integration/test_dynamodb_races.py",
         ],
+        aws=True,
     ),
     "adapters/sqlite/store.py": Module(
         "SQLite store adapter",
@@ -154,16 +162,24 @@ def run(module: str, max_children: int) -> dict[str, Any]:
     cached = (work / "mutants").exists()
     began = time.monotonic()
     commit = commit_now()  # the tree copied above, not whatever HEAD is when the run ends
-    mutmut(work, module, max_children, [])
-    if cached:
-        # mutmut keeps a cached verdict unless the mutated function changed: survivors are
-        # retested by name, so that a test added since kills them in this report. Not the
-        # timeouts: each costs the whole CPU limit again, and a hang is already a detection.
-        again = [
-            k for k, v in read_exit_codes(work).items() if status(v) in ("survived", "no tests")
-        ]
-        if again:
-            mutmut(work, module, max_children, again)
+    with ExitStack() as stacks:
+        env = {}
+        if MODULES[module].aws:
+            set_fake_credentials()
+            running = [
+                stacks.enter_context(local_aws(work / f"aws-{i}")) for i in range(max_children)
+            ]
+            env = lend(running, work)
+        mutmut(work, module, max_children, [], env)
+        if cached:
+            # mutmut keeps a cached verdict unless the mutated function changed: survivors are
+            # retested by name, so that a test added since kills them in this report. Not the
+            # timeouts: each costs the whole CPU limit again, and a hang is already a detection.
+            again = [
+                k for k, v in read_exit_codes(work).items() if status(v) in ("survived", "no tests")
+            ]
+            if again:
+                mutmut(work, module, max_children, again, env)
     took_s = time.monotonic() - began
     return collect(module, round(took_s), max_children, commit)
 
@@ -211,8 +227,10 @@ def status(exit_code: int | None) -> str:
     return "not run" if exit_code is None else STATUS.get(exit_code, "other")
 
 
-def mutmut(work: Path, module: str, max_children: int, names: list[str]) -> None:
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+def mutmut(
+    work: Path, module: str, max_children: int, names: list[str], extra: dict[str, str]
+) -> None:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **extra}
     command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)]
     with (work / "mutmut.log").open("a") as log:
         code = subprocess.call(

@@ -7,9 +7,12 @@ loudly, because races are then not exercised at all. DEVSTACK_DYNAMODB chooses: 
 default: DynamoDB Local if it can run), `dynamodb-local` (an error if it cannot) or `moto`."""
 
 import asyncio
+import fcntl
+import json
 import os
 import re
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
@@ -20,6 +23,8 @@ from entrypoints.devstack import dynamodb_local
 from entrypoints.devstack.service import CREDENTIALS, REGION, Service, ServiceError, child_env
 
 ENGINE_VARIABLE = "DEVSTACK_DYNAMODB"
+# Running stacks lent to the test sessions of child processes (`lend`, `borrow`).
+LENT_VARIABLE = "DEVSTACK_LENT_AWS"
 ENGINES = ("auto", "dynamodb-local", "moto")
 MOTO_START_TIMEOUT_S = 60.0
 
@@ -89,6 +94,39 @@ def local_aws(log_dir: Path, engine: str | None = None) -> Iterator[LocalAws]:
             yield LocalAws(moto_url, dynamodb_url, f"DynamoDB Local {_release(found)}")
         else:
             yield LocalAws(moto_url, moto_url, "moto (one request at a time)", fallback=found)
+
+
+def lend(stacks: list[LocalAws], lock_dir: Path) -> dict[str, str]:
+    """The environment that lends these running stacks to child processes, each to one of them
+    at a time (`borrow`). For a mutation run, whose every mutant is a test session of its own:
+    one stack per mutant run at once, instead of one started and stopped per mutant."""
+    entries = [
+        {**attrs.asdict(aws), "lock": str(lock_dir / f"lent-aws-{i}.lock")}
+        for i, aws in enumerate(stacks)
+    ]
+    return {LENT_VARIABLE: json.dumps(entries)}
+
+
+@contextmanager
+def borrow(poll_s: float = 0.1) -> Iterator[LocalAws | None]:
+    """A stack lent by `lend`, this process's alone until exit (an exclusive lock on its file,
+    which the kernel drops if the process dies); waits while every one is borrowed. None when
+    nothing is lent."""
+    raw = os.environ.get(LENT_VARIABLE)
+    if not raw:
+        yield None
+        return
+    entries = json.loads(raw)
+    while True:
+        for entry in entries:
+            with Path(entry["lock"]).open("a") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                yield LocalAws(**{k: v for k, v in entry.items() if k != "lock"})
+                return
+        time.sleep(poll_s)
 
 
 @asynccontextmanager

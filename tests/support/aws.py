@@ -10,13 +10,14 @@ the session then ends with a warning in pytest's summary and in `make test`'s la
 import os
 import urllib.request
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 
-from entrypoints.devstack.aws import LocalAws, local_aws, set_fake_credentials
+from entrypoints.devstack.aws import LocalAws, borrow, local_aws, set_fake_credentials
 from entrypoints.devstack.service import CREDENTIALS, REGION
 
 ENGINE_NOTE = Path(__file__).resolve().parents[2] / "build" / "dynamodb-engine.txt"
@@ -28,7 +29,11 @@ _clients: dict[str, Any] = {}
 def aws_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalAws]:
     set_fake_credentials()
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
-    with local_aws(tmp_path_factory.mktemp("local-aws")) as aws:
+    with ExitStack() as stack:
+        # A stack lent by the parent (a mutation run), or one started for this session.
+        aws = stack.enter_context(borrow()) or stack.enter_context(
+            local_aws(tmp_path_factory.mktemp("local-aws"))
+        )
         STARTED.append(aws)
         ENGINE_NOTE.parent.mkdir(exist_ok=True)
         ENGINE_NOTE.write_text("\n".join(summary_lines()) + "\n")
