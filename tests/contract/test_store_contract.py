@@ -19,6 +19,7 @@ from adapters.memory.store import InMemoryConnectionStore
 from application.ports import ConnectionStore
 from domain import (
     NO_OWNER,
+    Checkpoint,
     CheckpointRegressed,
     Connection,
     ConnectionConflict,
@@ -33,6 +34,7 @@ from domain import (
     LeaseLost,
     LeaseReleased,
     LeaseTakenOver,
+    RenewSession,
     SessionEnded,
     SessionOpened,
     StopReason,
@@ -195,9 +197,39 @@ async def test_start_after_stop_restarts_keeping_checkpoint_and_token(
     assert isinstance((await store.history("c1"))[-2], ConnectionRestarted)
 
 
+async def test_a_checkpoint_answers_with_the_connection_and_whether_it_moved(
+    store: ConnectionStore,
+) -> None:
+    conn = await leased(store)
+
+    moved = await store.execute(Checkpoint("c1", "s1", conn.token, 5), T + 1)
+    same = await store.execute(Checkpoint("c1", "s1", conn.token, 5), T + 2)
+
+    assert moved.changed
+    assert moved.connection == await store.get("c1")
+    assert moved.connection.checkpoint_seq == 5
+    assert (same.connection, same.changed) == (moved.connection, False)
+
+
 async def test_get_of_unknown_connection_is_none(store: ConnectionStore) -> None:
     assert await store.get("nobody") is None
     assert await store.get("not a valid id") is None
+
+
+async def test_a_malformed_session_id_names_nothing_and_forgets_nothing(
+    store: ConnectionStore,
+) -> None:
+    # What a worker or the router may be asked about: a reply, never a key built from it.
+    for bad in ("", "tab\there", "x" * 257):
+        await names_nothing(store, bad)
+
+
+async def names_nothing(store: ConnectionStore, bad: str) -> None:
+    assert await store.get_session(bad) is None
+    assert list(await store.owned_by(bad)) == []
+    assert list(await store.stop_requested(bad)) == []
+    assert list(await store.session_history(bad)) == []
+    assert await store.forget_session(bad, T) is False
 
 
 # --- worker sessions ---------------------------------------------------------------------------
@@ -305,6 +337,28 @@ async def test_end_session_is_idempotent_and_the_first_reason_stands(
     # Unchanged, the answer is still the session as it stands (SessionResult.session).
     again = await store.execute_session(EndSession("s1", "again"), T + 3)
     assert (again.session, again.changed) == (ended, False)
+
+
+async def test_a_renew_answers_with_the_renewed_session(store: ConnectionStore) -> None:
+    await session(store)
+
+    result = await store.execute_session(RenewSession("s1", LEASE, 3, 7), T + 1)
+
+    assert result.changed
+    assert result.session == await store.get_session("s1")
+    assert result.session is not None
+    assert (result.session.held, result.session.expires_at_ms) == (3, T + 1 + LEASE)
+
+
+async def test_ending_a_session_answers_with_the_ended_session(store: ConnectionStore) -> None:
+    await session(store)
+
+    result = await store.execute_session(EndSession("s1", "bye"), T + 1)
+
+    assert result.changed
+    assert result.session == await store.get_session("s1")
+    assert result.session is not None
+    assert result.session.ended_reason == "bye"
 
 
 async def test_an_expired_session_can_still_be_ended(store: ConnectionStore) -> None:

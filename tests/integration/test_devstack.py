@@ -1,6 +1,7 @@
 """The dev stack's choice of DynamoDB engine: DynamoDB Local where it can run, otherwise moto
 with its lock, and a fallback that is always named (never silent)."""
 
+import threading
 from pathlib import Path
 
 import attrs
@@ -8,7 +9,7 @@ import pytest
 
 from adapters.dynamodb.schema import TableNames
 from entrypoints.devstack import dynamodb_local
-from entrypoints.devstack.aws import LocalAws, local_aws
+from entrypoints.devstack.aws import LocalAws, borrow, lend, local_aws
 from entrypoints.devstack.service import ServiceError
 from entrypoints.local_aws import provision
 from tests.support import aws as support
@@ -37,6 +38,35 @@ def test_asking_for_dynamodb_local_where_it_cannot_run_is_an_error(
     monkeypatch.setattr(dynamodb_local, "INSTALL_DIR", tmp_path / "nowhere")
     with pytest.raises(ServiceError, match="dynamodb-local"), local_aws(tmp_path, "dynamodb-local"):
         pass
+
+
+def test_lent_stacks_go_to_one_borrower_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stacks = [LocalAws(f"http://moto-{i}", f"http://ddb-{i}", "DynamoDB Local") for i in (0, 1)]
+    monkeypatch.setenv(*lend(stacks, tmp_path).popitem())
+    released = threading.Event()
+    third: list[tuple[LocalAws | None, bool]] = []
+
+    def borrow_third() -> None:
+        with borrow(poll_s=0.01) as aws:
+            third.append((aws, released.is_set()))
+
+    with borrow() as first:
+        with borrow() as second:
+            assert [first, second] == stacks
+            waiter = threading.Thread(target=borrow_third)
+            waiter.start()
+            waiter.join(0.2)
+            released.set()
+        waiter.join(10)
+    assert third == [(stacks[1], True)]  # it waited for the second to come back
+
+
+def test_nothing_lent_borrows_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DEVSTACK_LENT_AWS", raising=False)
+    with borrow() as aws:
+        assert aws is None
 
 
 def test_the_session_summary_warns_loudly_when_moto_served_dynamodb(

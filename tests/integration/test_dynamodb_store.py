@@ -7,7 +7,7 @@ wrapper."""
 import asyncio
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -23,9 +23,11 @@ from application.ports import ConnectionStore
 from domain import (
     CheckpointRegressed,
     Connection,
+    EndSession,
     InvalidCommand,
     InvalidTransition,
     LeaseTakenOver,
+    RenewSession,
     SessionEnded,
     SessionOpened,
     StopRequested,
@@ -112,6 +114,175 @@ async def test_a_renew_never_shortens_a_session_and_then_costs_one_more_write(cl
     assert store.requests == {"UpdateItem": 2}  # the fast write's condition, then the exact one
 
 
+# The exact renew (the second write, after the fast one was refused) under races. The session
+# is opened for three leases, so a renew for one is always refused on the fast path first.
+
+
+async def passthrough(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    return await call(**kwargs)
+
+
+def rival_renews_first(rival: ConnectionStore, at: int) -> FaultyClient.Fault:
+    async def fault(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        assert await rival.renew_session("s1", 4 * LEASE, 9, 10, at) is not None
+        return await call(**kwargs)  # refused: the version moved
+
+    return fault
+
+
+async def test_an_exact_renew_whose_response_was_lost_is_recognised_as_ours(
+    faulty: FaultyClient,
+) -> None:
+    store = new_store(faulty)
+    await store.open_session("s1", 3 * LEASE, 10, T)
+
+    async def applied_then_retried(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        await call(**kwargs)
+        return await call(**kwargs)  # refused: the version moved, by our own write
+
+    faulty.plan("update_item", passthrough)
+    faulty.plan("update_item", applied_then_retried)
+    store.requests.clear()
+
+    renewed = await store.execute_session(RenewSession("s1", LEASE, 2, 10), T + 1)
+
+    assert store.requests == {"UpdateItem": 2}  # its own write recognised: not written again
+    assert renewed.changed
+    assert renewed.session == await store.get_session("s1")
+    assert renewed.session is not None
+    assert renewed.session.held == 2
+
+
+async def test_an_exact_renew_that_lost_to_another_write_is_decided_on_the_refusing_item(
+    client: Any, faulty: FaultyClient
+) -> None:
+    store = new_store(faulty)
+    await store.open_session("s1", 3 * LEASE, 10, T)
+    faulty.plan("update_item", passthrough)
+    faulty.plan("update_item", rival_renews_first(new_store(client), T + 1))
+    store.requests.clear()
+
+    renewed = await store.execute_session(RenewSession("s1", LEASE, 2, 10), T + 1)
+
+    assert store.requests == {"UpdateItem": 3}  # fast, exact (refused), exact again: no read
+    assert renewed.changed
+    assert renewed.session == await store.get_session("s1")
+    assert renewed.session is not None
+    assert (renewed.session.held, renewed.session.expires_at_ms) == (2, T + 1 + 4 * LEASE)
+
+
+async def test_an_exact_renew_conflicting_with_a_transaction_reads_again_and_retries(
+    faulty: FaultyClient,
+) -> None:
+    store = new_store(faulty)
+    await store.open_session("s1", 3 * LEASE, 10, T)
+    faulty.plan("update_item", passthrough)
+    faulty.plan("update_item", raising(client_error("TransactionConflictException")))
+    store.requests.clear()
+
+    renewed = await store.execute_session(RenewSession("s1", LEASE, 2, 10), T + 1)
+
+    assert store.requests == {"UpdateItem": 3, "GetItem": 1}
+    assert renewed.changed
+    assert renewed.session == await store.get_session("s1")
+
+
+async def test_an_exact_renew_that_keeps_losing_gives_up_as_unavailable(
+    client: Any, faulty: FaultyClient
+) -> None:
+    store = new_store(faulty, max_attempts=2)
+    await store.open_session("s1", 3 * LEASE, 10, T)
+    rival = new_store(client)
+    faulty.plan("update_item", passthrough)
+    faulty.plan("update_item", rival_renews_first(rival, T + 1))
+    faulty.plan("update_item", rival_renews_first(rival, T + 2))
+
+    with pytest.raises(StoreUnavailable, match=r"^RenewSession of 's1' gave up after 2 attempts"):
+        await store.renew_session("s1", LEASE, 2, 10, T + 3)
+
+
+async def test_an_exact_renew_of_a_session_forgotten_meanwhile_is_refused_as_not_live(
+    client: Any, faulty: FaultyClient
+) -> None:
+    # A rival whose clock runs a lease ahead saw the session dead and forgot it.
+    store = new_store(faulty)
+    await store.open_session("s1", 3 * LEASE, 10, T)
+    rival = new_store(client)
+
+    async def forgotten_first(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        assert await rival.forget_session("s1", T + 3 * LEASE + 1)
+        return await call(**kwargs)  # refused: no item
+
+    faulty.plan("update_item", passthrough)
+    faulty.plan("update_item", forgotten_first)
+
+    assert await store.renew_session("s1", LEASE, 2, 10, T + 1) is None
+
+
+THROTTLED = raising(client_error("ThrottlingException"))
+UPDATE_CONFLICT = raising(client_error("TransactionConflictException"))
+TRANSACTION_CONFLICT = raising(
+    client_error(
+        "TransactionCanceledException",
+        CancellationReasons=[{"Code": "TransactionConflict"}, {"Code": "None"}],
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "plans"),
+    [
+        pytest.param(
+            RenewSession("s1", LEASE, 2, 10),
+            {"update_item": [passthrough, THROTTLED]},
+            id="renew-exact-write",
+        ),
+        pytest.param(
+            RenewSession("s1", LEASE, 2, 10),
+            {"update_item": [passthrough, UPDATE_CONFLICT], "get_item": [THROTTLED]},
+            id="renew-read-after-conflict",
+        ),
+        pytest.param(
+            EndSession("s1", "bye"),
+            {"transact_write_items": [TRANSACTION_CONFLICT], "get_item": [passthrough, THROTTLED]},
+            id="end-read-after-conflict",
+        ),
+    ],
+)
+async def test_a_session_writes_later_requests_failing_name_the_call(
+    faulty: FaultyClient,
+    command: RenewSession | EndSession,
+    plans: dict[str, list[FaultyClient.Fault]],
+) -> None:
+    store = new_store(faulty)
+    await store.open_session("s1", 3 * LEASE, 10, T)
+    for api, faults in plans.items():
+        for fault in faults:
+            faulty.plan(api, fault)
+
+    with pytest.raises(StoreUnavailable, match=f"^DynamoDB {type(command).__name__} failed: "):
+        await store.execute_session(command, T + 1)
+
+
+async def test_an_end_session_racing_its_forgetting_finds_it_gone(
+    client: Any, faulty: FaultyClient
+) -> None:
+    store = new_store(faulty)
+    await store.open_session("s1", LEASE, 10, T)
+    rival = new_store(client)
+
+    async def forgotten_first(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        assert await rival.forget_session("s1", T + LEASE + 1)
+        return await call(**kwargs)  # refused: no item to hold the version
+
+    faulty.plan("transact_write_items", forgotten_first)
+    store.requests.clear()
+
+    assert not await store.end_session("s1", "reaped", T + LEASE + 1)
+    assert store.requests == {"GetItem": 1, "TransactWriteItems": 1}
+    assert await store.get_session("s1") is None
+
+
 @pytest.mark.parametrize("death", ["expired", "ended", "unknown"])
 async def test_a_renew_of_a_dead_session_is_one_refused_write_and_no_read(
     client: Any, death: str
@@ -147,8 +318,10 @@ async def test_a_heartbeat_whose_response_was_lost_is_applied_once(
 
     faulty.plan("update_item", applied_then_retried)
 
-    renewed = await store.renew_session("s1", LEASE, 1, 10, T + 1_000)
+    result = await store.execute_session(RenewSession("s1", LEASE, 1, 10), T + 1_000)
 
+    assert result.changed
+    renewed = result.session
     assert renewed is not None
     assert renewed.version == 2
     assert await store.get_session("s1") == renewed
@@ -346,6 +519,7 @@ async def test_operations_are_counted_with_the_memory_stores_names(client: Any) 
         await store.get_session("s1")
         await store.list_sessions()
         await store.stop_requested("s1")
+        await store.owned_by("s1")
         [page async for page in store.iter_orphans(T, 10)]
         await store.next_available_at(T)
         await store.history("c1")
@@ -445,6 +619,33 @@ async def test_forget_session_keeps_a_live_session_and_one_that_still_owns(clien
     assert await store.session_history("s1") != []  # the log is kept
 
 
+async def test_forget_session_asks_the_owner_index_for_one_key_then_deletes(
+    faulty: FaultyClient,
+) -> None:
+    store = new_store(faulty)
+    tokens = {cid: (await leased(store, cid)).token for cid in ("c1", "c2", "c3")}
+    limits: list[int | None] = []
+
+    async def record_limit(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        limits.append(kwargs.get("Limit"))
+        return await call(**kwargs)
+
+    faulty.plan("query", record_limit)
+    store.requests.clear()
+    assert not await store.forget_session("s1", T + LEASE + 1)  # dead, still owns three
+    assert limits == [1]  # whether anything is owned, not what: one key read
+    assert store.requests == {"Query": 1}
+
+    for cid, token in tokens.items():
+        await store.release(cid, "s1", token, 0, T + LEASE + 2)
+    faulty.plan("delete_item", raising(client_error("ThrottlingException")))
+    with pytest.raises(StoreUnavailable, match=r"^DynamoDB forget_session failed: Throttling"):
+        await store.forget_session("s1", T + LEASE + 3)
+    store.requests.clear()
+    assert await store.forget_session("s1", T + LEASE + 3)
+    assert store.requests == {"Query": 1, "DeleteItem": 1}
+
+
 async def test_the_event_log_holds_codec_json_keyed_by_version(client: Any) -> None:
     store = new_store(client)
     await store.start("c1", URL, T)
@@ -525,7 +726,38 @@ async def test_a_throttled_transaction_item_becomes_store_unavailable(faulty: Fa
         await store.stop("c1", T + 1)
 
 
-async def test_an_unreachable_endpoint_becomes_store_unavailable(aws: LocalAws) -> None:
+# Every port call, and the name its failure gives (what an operator reads in the worker's log).
+UNREACHABLE_CALLS: dict[str, Callable[[ConnectionStore], Awaitable[object]]] = {
+    "Start": lambda store: store.start("c1", URL, T),
+    "Stop": lambda store: store.stop("c1", T),
+    "Acquire": lambda store: store.try_acquire("c1", "s1", T),
+    "Checkpoint": lambda store: store.checkpoint("c1", "s1", 1, 1, T),
+    "Release": lambda store: store.release("c1", "s1", 1, 1, T),
+    "EndStream": lambda store: store.end_stream("c1", "s1", 1, 1, T),
+    "ReportUpstreamFailure": lambda store: store.report_upstream_failure(
+        "c1", "s1", 1, 1, T + 1, "closed", T
+    ),
+    "OpenSession": lambda store: store.open_session("s1", LEASE, 10, T),
+    "RenewSession": lambda store: store.renew_session("s1", LEASE, 0, 10, T),
+    "EndSession": lambda store: store.end_session("s1", "done", T),
+    "forget_session": lambda store: store.forget_session("s1", T),
+    "get": lambda store: store.get("c1"),
+    "get_session": lambda store: store.get_session("s1"),
+    "list_sessions": lambda store: store.list_sessions(),
+    "iter_orphans": lambda store: anext(aiter(store.iter_orphans(T, 10))),
+    "next_available_at": lambda store: store.next_available_at(T),
+    "stop_requested": lambda store: store.stop_requested("s1"),
+    "owned_by": lambda store: store.owned_by("s1"),
+    "history": lambda store: store.history("c1"),
+    "session_history": lambda store: store.session_history("s1"),
+    "list_connections": lambda store: store.list_connections(),
+}
+
+
+@pytest.mark.parametrize("op", UNREACHABLE_CALLS)
+async def test_an_unreachable_endpoint_becomes_store_unavailable_naming_the_call(
+    aws: LocalAws, op: str
+) -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -533,13 +765,8 @@ async def test_an_unreachable_endpoint_becomes_store_unavailable(aws: LocalAws) 
     async with dynamodb_client(
         unreachable, retries={"max_attempts": 1}, connect_timeout=1, read_timeout=1
     ) as client:
-        store = new_store(client)
-        with pytest.raises(StoreUnavailable):
-            await store.get("c1")
-        with pytest.raises(StoreUnavailable):
-            await store.start("c1", URL, T)
-        with pytest.raises(StoreUnavailable):
-            await store.renew_session("s1", LEASE, 0, 10, T)
+        with pytest.raises(StoreUnavailable, match=f"^DynamoDB {op} failed: "):
+            await UNREACHABLE_CALLS[op](new_store(client))
 
 
 async def test_errors_that_are_not_transient_are_raised_unchanged(aws: LocalAws) -> None:
@@ -564,6 +791,98 @@ async def test_a_transaction_conflict_is_retried(faulty: FaultyClient) -> None:
 
     assert conn is not None
     assert faulty.calls["transact_write_items"] == 5  # start, open, two conflicts, the acquire
+
+
+async def test_an_end_session_that_lost_to_another_is_decided_on_the_refusing_item(
+    client: Any, faulty: FaultyClient
+) -> None:
+    store = new_store(faulty)
+    await store.open_session("s1", LEASE, 10, T)
+    rival = new_store(client)
+
+    async def rival_ends_it_first(call: Any, kwargs: dict[str, Any]) -> Any:
+        assert await rival.end_session("s1", "rival", T + 1)
+        return await call(**kwargs)  # refused: the version moved
+
+    faulty.plan("transact_write_items", rival_ends_it_first)
+    store.requests.clear()
+
+    lost = await store.execute_session(EndSession("s1", "mine"), T + 1)
+    # Decided again on the item the refusal returned: no second read, no second write.
+    assert store.requests == {"GetItem": 1, "TransactWriteItems": 1}
+    ended = await store.get_session("s1")
+    assert ended is not None
+    assert ended.ended_reason == "rival"
+    assert (lost.session, lost.changed) == (ended, False)
+
+
+async def test_an_end_session_whose_transaction_conflicts_is_read_again_and_retried(
+    faulty: FaultyClient,
+) -> None:
+    store = new_store(faulty)
+    await store.open_session("s1", LEASE, 10, T)
+    conflict = client_error(
+        "TransactionCanceledException",
+        CancellationReasons=[{"Code": "TransactionConflict"}, {"Code": "None"}],
+    )
+    faulty.plan("transact_write_items", raising(conflict), times=2)
+    store.requests.clear()
+
+    assert await store.end_session("s1", "bye", T + 1)
+    assert store.requests == {"GetItem": 3, "TransactWriteItems": 3}
+    ended = await store.get_session("s1")
+    assert ended is not None
+    assert ended.ended_reason == "bye"
+
+
+async def test_a_throttled_end_session_names_the_call_and_the_session(
+    faulty: FaultyClient,
+) -> None:
+    store = new_store(faulty)
+    await store.open_session("s1", LEASE, 10, T)
+    faulty.plan("transact_write_items", raising(client_error("ThrottlingException")))
+    with pytest.raises(StoreUnavailable, match=r"^DynamoDB EndSession failed: ThrottlingException"):
+        await store.end_session("s1", "bye", T + 1)
+    throttled_item = client_error(
+        "TransactionCanceledException",
+        CancellationReasons=[{"Code": "ThrottlingError"}, {"Code": "None"}],
+    )
+    faulty.plan("transact_write_items", raising(throttled_item))
+    with pytest.raises(StoreUnavailable, match=r"^DynamoDB write of 's1' throttled"):
+        await store.end_session("s1", "bye", T + 1)
+    assert await store.end_session("s1", "bye", T + 1)  # the faults are spent
+
+
+async def test_a_checkpoint_conflicting_with_a_transaction_is_written_again(
+    faulty: FaultyClient,
+) -> None:
+    store = new_store(faulty)
+    conn = await leased(store)
+    faulty.plan("update_item", UPDATE_CONFLICT, times=2)
+    store.requests.clear()
+
+    assert await store.checkpoint("c1", "s1", conn.token, 7, T + 1)
+
+    assert store.requests == {"UpdateItem": 3}  # no read: the write alone decides
+    stored = await store.get("c1")
+    assert stored is not None
+    assert stored.checkpoint_seq == 7
+
+
+@pytest.mark.parametrize("operation", ["checkpoint", "heartbeat"])
+async def test_one_item_write_that_keeps_conflicting_gives_up_as_unavailable(
+    faulty: FaultyClient, operation: str
+) -> None:
+    store = new_store(faulty, max_attempts=2)
+    conn = await leased(store)
+    faulty.plan("update_item", UPDATE_CONFLICT, times=2)
+
+    if operation == "checkpoint":
+        with pytest.raises(StoreUnavailable, match=r"^Checkpoint of 'c1' gave up after 2 attempts"):
+            await store.checkpoint("c1", "s1", conn.token, 7, T + 1)
+    else:
+        with pytest.raises(StoreUnavailable, match=r"^RenewSession of 's1': conflicts persisted"):
+            await store.renew_session("s1", LEASE, 1, 10, T + 1)
 
 
 async def test_an_acquire_whose_response_was_lost_is_recognised_as_won(
