@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-from adapters.dynamodb import schema
+from adapters.dynamodb import backoff, schema
 from adapters.dynamodb.connection_store import DynamoDbConnectionStore
 from adapters.dynamodb.items import event_to_item
 from adapters.dynamodb.tables import create_tables
@@ -58,6 +58,19 @@ async def client(aws: LocalAws) -> AsyncIterator[Any]:
 @pytest.fixture
 def faulty(client: Any) -> FaultyClient:
     return FaultyClient(client)
+
+
+@pytest.fixture
+def pauses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The attempt numbers of the store's back-off pauses (taken at once, not slept)."""
+    taken: list[int] = []
+
+    async def pause(attempt: int, base_s: float, cap_s: float) -> None:
+        assert 0 < base_s <= cap_s
+        taken.append(attempt)
+
+    monkeypatch.setattr(backoff, "pause", pause)
+    return taken
 
 
 def new_store(client: Any, **options: Any) -> DynamoDbConnectionStore:
@@ -421,7 +434,7 @@ async def test_a_takeover_checks_the_dead_owner_and_is_logged(client: Any) -> No
 
 
 async def test_an_acquire_whose_session_ended_before_its_transaction_is_refused(
-    faulty: FaultyClient,
+    client: Any, faulty: FaultyClient, pauses: list[int]
 ) -> None:
     """GIVEN an acquirer that read its session live and decided to acquire WHEN its session ends
     (a supervisor reaped it) before the transaction runs THEN the transaction's check on the
@@ -429,14 +442,20 @@ async def test_an_acquire_whose_session_ended_before_its_transaction_is_refused(
     store = new_store(faulty)
     await store.start("c1", URL, T)
     await store.open_session("s1", LEASE, 10, T)
+    supervisor = new_store(client)
 
     async def ended_in_between(call: Any, kwargs: dict[str, Any]) -> Any:
-        assert await store.end_session("s1", "reaped", T + 1)
+        assert await supervisor.end_session("s1", "reaped", T + 1)
         return await call(**kwargs)
 
     faulty.plan("transact_write_items", ended_in_between)
+    store.requests.clear()
 
     assert await store.try_acquire("c1", "s1", T + 1) is None
+    # The refusal names no item (a session check failed): the item and the session are read
+    # again, at once (a lost race is not a conflict: no pause), and decided on.
+    assert store.requests == {"GetItem": 4, "TransactWriteItems": 1}
+    assert pauses == []
     stored = await store.get("c1")
     assert stored is not None
     assert (stored.owner, stored.token) == ("", 0)
@@ -709,21 +728,28 @@ async def test_throttling_and_server_errors_become_store_unavailable(
     assert await store.checkpoint("c1", "s1", conn.token, 1, T + 1)  # all faults spent
 
 
-async def test_a_throttled_transaction_item_becomes_store_unavailable(faulty: FaultyClient) -> None:
+@pytest.mark.parametrize(("operation", "subject"), [("Stop", "c1"), ("OpenSession", "s1")])
+async def test_a_throttled_transaction_names_the_call_and_its_subject(
+    faulty: FaultyClient, operation: str, subject: str
+) -> None:
     store = new_store(faulty)
     await store.start("c1", URL, T)
-    faulty.plan(
-        "transact_write_items",
-        raising(
-            client_error(
-                "TransactionCanceledException",
-                CancellationReasons=[{"Code": "ThrottlingError"}, {"Code": "None"}],
-            )
-        ),
+    calls = {
+        "Stop": lambda: store.stop("c1", T + 1),
+        "OpenSession": lambda: store.open_session("s1", LEASE, 10, T + 1),
+    }
+    throttled_item = client_error(
+        "TransactionCanceledException",
+        CancellationReasons=[{"Code": "ThrottlingError"}, {"Code": "None"}],
     )
+    faulty.plan("transact_write_items", THROTTLED)
+    faulty.plan("transact_write_items", raising(throttled_item))
 
-    with pytest.raises(StoreUnavailable, match="throttled"):
-        await store.stop("c1", T + 1)
+    with pytest.raises(StoreUnavailable, match=rf"^DynamoDB {operation} failed: Throttling"):
+        await calls[operation]()
+    with pytest.raises(StoreUnavailable, match=rf"^DynamoDB write of '{subject}' throttled"):
+        await calls[operation]()
+    await calls[operation]()  # the faults are spent
 
 
 # Every port call, and the name its failure gives (what an operator reads in the worker's log).
@@ -777,7 +803,7 @@ async def test_errors_that_are_not_transient_are_raised_unchanged(aws: LocalAws)
     assert not isinstance(raised.value, StoreUnavailable)
 
 
-async def test_a_transaction_conflict_is_retried(faulty: FaultyClient) -> None:
+async def test_a_transaction_conflict_is_retried(faulty: FaultyClient, pauses: list[int]) -> None:
     store = new_store(faulty)
     await store.start("c1", URL, T)
     await store.open_session("s1", LEASE, 10, T)
@@ -791,6 +817,7 @@ async def test_a_transaction_conflict_is_retried(faulty: FaultyClient) -> None:
 
     assert conn is not None
     assert faulty.calls["transact_write_items"] == 5  # start, open, two conflicts, the acquire
+    assert pauses == [0, 1]  # a pause after each conflict, growing with the attempt
 
 
 async def test_an_end_session_that_lost_to_another_is_decided_on_the_refusing_item(
