@@ -34,6 +34,7 @@ from domain import (
     LeaseLost,
     LeaseReleased,
     LeaseTakenOver,
+    OpenSession,
     RenewSession,
     SessionEnded,
     SessionOpened,
@@ -337,6 +338,13 @@ async def test_end_session_is_idempotent_and_the_first_reason_stands(
     # Unchanged, the answer is still the session as it stands (SessionResult.session).
     again = await store.execute_session(EndSession("s1", "again"), T + 3)
     assert (again.session, again.changed) == (ended, False)
+
+
+async def test_an_open_answers_with_the_opened_session(store: ConnectionStore) -> None:
+    result = await store.execute_session(OpenSession("s1", LEASE, 7), T)
+
+    assert result.changed
+    assert result.session == await store.get_session("s1")
 
 
 async def test_a_renew_answers_with_the_renewed_session(store: ConnectionStore) -> None:

@@ -27,6 +27,7 @@ from domain import (
     InvalidCommand,
     InvalidTransition,
     LeaseTakenOver,
+    OpenSession,
     RenewSession,
     SessionEnded,
     SessionOpened,
@@ -358,8 +359,9 @@ async def test_a_session_write_whose_response_was_lost_is_recognised_as_ours(
     faulty.plan("transact_write_items", applied_then_retried)
 
     if operation == "open":
-        opened = await store.open_session("s1", LEASE, 10, T)
-        assert opened == await store.get_session("s1")
+        opened = await store.execute_session(OpenSession("s1", LEASE, 10), T)
+        assert opened.changed
+        assert opened.session == await store.get_session("s1")
     else:
         assert await store.end_session("s1", "shutdown", T + 1)
         ended = await store.get_session("s1")
@@ -932,6 +934,19 @@ async def test_an_acquire_whose_response_was_lost_is_recognised_as_won(
     assert conn is not None
     assert conn == await store.get("c1")
     assert conn.owner == "s1"
+
+
+async def test_an_open_session_conflicting_with_a_transaction_pauses_and_is_retried(
+    faulty: FaultyClient, pauses: list[int]
+) -> None:
+    store = new_store(faulty)
+    faulty.plan("transact_write_items", TRANSACTION_CONFLICT)
+
+    opened = await store.execute_session(OpenSession("s1", LEASE, 10), T)
+
+    assert opened.changed
+    assert opened.session == await store.get_session("s1")
+    assert pauses == [0]
 
 
 async def test_a_heartbeat_conflicting_with_a_transaction_is_retried(
