@@ -6,6 +6,7 @@ wrapper."""
 
 import asyncio
 import logging
+import re
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -276,6 +277,36 @@ async def test_a_session_writes_later_requests_failing_name_the_call(
 
     with pytest.raises(StoreUnavailable, match=f"^DynamoDB {type(command).__name__} failed: "):
         await store.execute_session(command, T + 1)
+
+
+async def test_an_acquires_reads_failing_name_the_call(client: Any, faulty: FaultyClient) -> None:
+    store = new_store(faulty)
+    await store.start("c1", URL, T)
+    await store.open_session("s1", LEASE, 10, T)
+    # The item and the acquirer's session are read side by side; either may fail.
+    for item_read, session_read in ((THROTTLED, passthrough), (passthrough, THROTTLED)):
+        faulty.plan("get_item", item_read)
+        faulty.plan("get_item", session_read)
+        with pytest.raises(StoreUnavailable, match=r"^DynamoDB Acquire failed: Throttling"):
+            await store.try_acquire("c1", "s1", T)
+
+    # Lost to a rival: the refusal returned the item; the sessions are read again.
+    rival = new_store(client)
+    await rival.open_session("s2", LEASE, 10, T)
+
+    async def rival_first(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        assert await rival.try_acquire("c1", "s2", T) is not None
+        return await call(**kwargs)
+
+    faulty.plan("transact_write_items", rival_first)
+    for fault in (passthrough, passthrough, THROTTLED):  # item, acquirer; acquirer again
+        faulty.plan("get_item", fault)
+    with pytest.raises(StoreUnavailable, match=r"^DynamoDB Acquire failed: Throttling"):
+        await store.try_acquire("c1", "s1", T)
+    faulty.plan("get_item", passthrough)  # the acquirer again
+    faulty.plan("get_item", THROTTLED)  # the owner's session
+    with pytest.raises(StoreUnavailable, match=r"^DynamoDB Acquire failed: Throttling"):
+        await store.try_acquire("c1", "s1", T + 1)
 
 
 async def test_an_end_session_racing_its_forgetting_finds_it_gone(
@@ -898,20 +929,31 @@ async def test_a_checkpoint_conflicting_with_a_transaction_is_written_again(
     assert stored.checkpoint_seq == 7
 
 
-@pytest.mark.parametrize("operation", ["checkpoint", "heartbeat"])
-async def test_one_item_write_that_keeps_conflicting_gives_up_as_unavailable(
-    faulty: FaultyClient, operation: str
+@pytest.mark.parametrize(
+    ("operation", "gave_up"),
+    [
+        ("checkpoint", "Checkpoint of 'c1' gave up after 2 attempts"),
+        ("heartbeat", "RenewSession of 's1': conflicts persisted"),
+        ("open", "OpenSession of 's2': conflicts persisted"),
+    ],
+)
+async def test_a_write_that_keeps_conflicting_gives_up_as_unavailable(
+    faulty: FaultyClient, operation: str, gave_up: str
 ) -> None:
     store = new_store(faulty, max_attempts=2)
     conn = await leased(store)
-    faulty.plan("update_item", UPDATE_CONFLICT, times=2)
-
-    if operation == "checkpoint":
-        with pytest.raises(StoreUnavailable, match=r"^Checkpoint of 'c1' gave up after 2 attempts"):
-            await store.checkpoint("c1", "s1", conn.token, 7, T + 1)
+    calls = {
+        "checkpoint": lambda: store.checkpoint("c1", "s1", conn.token, 7, T + 1),
+        "heartbeat": lambda: store.renew_session("s1", LEASE, 1, 10, T + 1),
+        "open": lambda: store.open_session("s2", LEASE, 10, T + 1),
+    }
+    if operation == "open":
+        faulty.plan("transact_write_items", TRANSACTION_CONFLICT, times=2)
     else:
-        with pytest.raises(StoreUnavailable, match=r"^RenewSession of 's1': conflicts persisted"):
-            await store.renew_session("s1", LEASE, 1, 10, T + 1)
+        faulty.plan("update_item", UPDATE_CONFLICT, times=2)
+
+    with pytest.raises(StoreUnavailable, match=f"^{re.escape(gave_up)}$"):
+        await calls[operation]()
 
 
 async def test_an_acquire_whose_response_was_lost_is_recognised_as_won(
