@@ -22,6 +22,7 @@ from adapters.memory.store import InMemoryConnectionStore
 from application.errors import StoreUnavailable
 from application.ports import ConnectionStore
 from domain import (
+    Acquire,
     CheckpointRegressed,
     Connection,
     EndSession,
@@ -303,8 +304,9 @@ async def test_an_acquires_reads_failing_name_the_call(client: Any, faulty: Faul
         faulty.plan("get_item", fault)
     with pytest.raises(StoreUnavailable, match=r"^DynamoDB Acquire failed: Throttling"):
         await store.try_acquire("c1", "s1", T)
-    faulty.plan("get_item", passthrough)  # the acquirer again
-    faulty.plan("get_item", THROTTLED)  # the owner's session
+    # Owned by the rival now: the item and the acquirer, then the owner's session.
+    for fault in (passthrough, passthrough, THROTTLED):
+        faulty.plan("get_item", fault)
     with pytest.raises(StoreUnavailable, match=r"^DynamoDB Acquire failed: Throttling"):
         await store.try_acquire("c1", "s1", T + 1)
 
@@ -971,11 +973,12 @@ async def test_an_acquire_whose_response_was_lost_is_recognised_as_won(
 
     faulty.plan("transact_write_items", applied_then_retried)
 
-    conn = await store.try_acquire("c1", "s1", T)
+    result = await store.execute(Acquire("c1", "s1"), T)
 
-    assert conn is not None
-    assert conn == await store.get("c1")
-    assert conn.owner == "s1"
+    assert result.changed
+    assert result.connection == await store.get("c1")
+    assert result.connection.owner == "s1"
+    assert result.events == tuple(await store.history("c1"))[-1:]  # LeaseAcquired
 
 
 async def test_an_open_session_conflicting_with_a_transaction_pauses_and_is_retried(
@@ -1011,12 +1014,20 @@ async def test_losing_races_is_not_logged_as_a_problem(
     await store.start("c1", URL, T)
     for i in range(10):
         await store.open_session(f"s{i}", LEASE, 10, T)
-    caplog.set_level(logging.INFO, logger="adapters")
+    caplog.set_level(logging.DEBUG, logger="adapters")
 
     results = await asyncio.gather(*(store.try_acquire("c1", f"s{i}", T) for i in range(10)))
 
     assert sum(r is not None for r in results) == 1
-    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert [r for r in caplog.records if r.levelno >= logging.INFO] == []
+    # Each loser's race is there for whoever turns debug logging on: what, whose, which try.
+    lost = [r.getMessage() for r in caplog.records if "lost a race" in r.getMessage()]
+    assert len(lost) >= 9
+    for message in lost:
+        assert re.fullmatch(
+            r"Acquire of 'c1' lost a race \(attempt \d+(, transaction conflict)?\); deciding again",
+            message,
+        ), message
 
 
 async def test_unprocessed_keys_of_a_dead_sessions_connections_are_fetched_again(
