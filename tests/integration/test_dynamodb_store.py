@@ -19,7 +19,7 @@ from adapters.dynamodb.connection_store import DynamoDbConnectionStore
 from adapters.dynamodb.items import event_to_item
 from adapters.dynamodb.tables import create_tables
 from adapters.memory.store import InMemoryConnectionStore
-from application.errors import StoreUnavailable
+from application.errors import ConfigurationError, StoreUnavailable
 from application.ports import ConnectionStore
 from domain import (
     Acquire,
@@ -731,6 +731,26 @@ async def test_an_event_log_ahead_of_the_state_is_reported_not_retried(client: A
     assert await store.get("c1") == state
 
 
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        ({"shards": 0}, "orphan index shards must be 1-100, got 0"),
+        ({"shards": 101}, "orphan index shards must be 1-100, got 101"),
+        ({"max_attempts": 0}, "max_attempts must be at least 1, got 0"),
+    ],
+)
+def test_the_store_refuses_settings_out_of_range_by_name(
+    options: dict[str, int], refusal: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=f"^{re.escape(refusal)}$"):
+        DynamoDbConnectionStore(object(), **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("options", [{"shards": 1}, {"shards": 100}, {"max_attempts": 1}])
+def test_the_store_accepts_the_ends_of_each_range(options: dict[str, int]) -> None:
+    DynamoDbConnectionStore(object(), **options)  # type: ignore[arg-type]
+
+
 # --- failures ----------------------------------------------------------------------------------
 
 
@@ -773,7 +793,7 @@ async def test_a_throttled_transaction_names_the_call_and_its_subject(
 ) -> None:
     store = new_store(faulty)
     await store.start("c1", URL, T)
-    calls = {
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
         "Stop": lambda: store.stop("c1", T + 1),
         "OpenSession": lambda: store.open_session("s1", LEASE, 10, T + 1),
     }
@@ -842,13 +862,19 @@ async def test_errors_that_are_not_transient_are_raised_unchanged(aws: LocalAws)
     assert not isinstance(raised.value, StoreUnavailable)
 
 
+# DynamoDB reports a conflict either way: as a cancellation reason, or as its own error.
+@pytest.mark.parametrize("reported", ["cancellation", "error"])
 async def test_a_transaction_conflict_is_retried(
-    faulty: FaultyClient, pauses: list[int], caplog: pytest.LogCaptureFixture
+    faulty: FaultyClient, pauses: list[int], caplog: pytest.LogCaptureFixture, reported: str
 ) -> None:
     store = new_store(faulty)
     await store.start("c1", URL, T)
     await store.open_session("s1", LEASE, 10, T)
-    faulty.plan("transact_write_items", TRANSACTION_CONFLICT, times=2)
+    conflict = {
+        "cancellation": TRANSACTION_CONFLICT,
+        "error": raising(client_error("TransactionConflictException")),
+    }[reported]
+    faulty.plan("transact_write_items", conflict, times=2)
     caplog.set_level(logging.DEBUG, logger="adapters")
 
     conn = await store.try_acquire("c1", "s1", T)
@@ -964,7 +990,7 @@ async def test_a_write_that_keeps_conflicting_gives_up_as_unavailable(
 ) -> None:
     store = new_store(faulty, max_attempts=2)
     conn = await leased(store)
-    calls = {
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
         "checkpoint": lambda: store.checkpoint("c1", "s1", conn.token, 7, T + 1),
         "heartbeat": lambda: store.renew_session("s1", LEASE, 1, 10, T + 1),
         "open": lambda: store.open_session("s2", LEASE, 10, T + 1),
