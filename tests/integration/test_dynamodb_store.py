@@ -9,6 +9,7 @@ import logging
 import re
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import attrs
@@ -39,6 +40,7 @@ from entrypoints.devstack.aws import LocalAws
 from tests.support.dynamodb import (
     TABLES,
     FaultyClient,
+    after,
     client_error,
     dynamodb_client,
     half_batch_get,
@@ -138,14 +140,6 @@ async def passthrough(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     return await call(**kwargs)
 
 
-def rival_renews_first(rival: ConnectionStore, at: int) -> FaultyClient.Fault:
-    async def fault(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-        assert await rival.renew_session("s1", 4 * LEASE, 9, 10, at) is not None
-        return await call(**kwargs)  # refused: the version moved
-
-    return fault
-
-
 async def test_an_exact_renew_whose_response_was_lost_is_recognised_as_ours(
     faulty: FaultyClient,
 ) -> None:
@@ -175,7 +169,8 @@ async def test_an_exact_renew_that_lost_to_another_write_is_decided_on_the_refus
     store = new_store(faulty)
     await store.open_session("s1", 3 * LEASE, 10, T)
     faulty.plan("update_item", passthrough)
-    faulty.plan("update_item", rival_renews_first(new_store(client), T + 1))
+    rival = new_store(client)
+    faulty.plan("update_item", after(lambda: rival.renew_session("s1", 4 * LEASE, 9, 10, T + 1)))
     store.requests.clear()
 
     renewed = await store.execute_session(RenewSession("s1", LEASE, 2, 10), T + 1)
@@ -210,8 +205,8 @@ async def test_an_exact_renew_that_keeps_losing_gives_up_as_unavailable(
     await store.open_session("s1", 3 * LEASE, 10, T)
     rival = new_store(client)
     faulty.plan("update_item", passthrough)
-    faulty.plan("update_item", rival_renews_first(rival, T + 1))
-    faulty.plan("update_item", rival_renews_first(rival, T + 2))
+    for at in (T + 1, T + 2):  # the rival renews before each of the exact writes
+        faulty.plan("update_item", after(partial(rival.renew_session, "s1", 4 * LEASE, 9, 10, at)))
 
     with pytest.raises(StoreUnavailable, match=r"^RenewSession of 's1' gave up after 2 attempts"):
         await store.renew_session("s1", LEASE, 2, 10, T + 3)
@@ -225,12 +220,8 @@ async def test_an_exact_renew_of_a_session_forgotten_meanwhile_is_refused_as_not
     await store.open_session("s1", 3 * LEASE, 10, T)
     rival = new_store(client)
 
-    async def forgotten_first(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-        assert await rival.forget_session("s1", T + 3 * LEASE + 1)
-        return await call(**kwargs)  # refused: no item
-
     faulty.plan("update_item", passthrough)
-    faulty.plan("update_item", forgotten_first)
+    faulty.plan("update_item", after(lambda: rival.forget_session("s1", T + 3 * LEASE + 1)))
 
     assert await store.renew_session("s1", LEASE, 2, 10, T + 1) is None
 
@@ -297,11 +288,7 @@ async def test_an_acquires_reads_failing_name_the_call(
     rival = new_store(client)
     await rival.open_session("s2", LEASE, 10, T)
 
-    async def rival_first(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-        assert await rival.try_acquire("c1", "s2", T) is not None
-        return await call(**kwargs)
-
-    faulty.plan("transact_write_items", rival_first)
+    faulty.plan("transact_write_items", after(lambda: rival.try_acquire("c1", "s2", T)))
     for fault in (passthrough, passthrough, THROTTLED):  # item, acquirer; acquirer again
         faulty.plan("get_item", fault)
     caplog.set_level(logging.DEBUG, logger="adapters")
@@ -322,11 +309,8 @@ async def test_an_end_session_racing_its_forgetting_finds_it_gone(
     await store.open_session("s1", LEASE, 10, T)
     rival = new_store(client)
 
-    async def forgotten_first(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-        assert await rival.forget_session("s1", T + LEASE + 1)
-        return await call(**kwargs)  # refused: no item to hold the version
-
-    faulty.plan("transact_write_items", forgotten_first)
+    # Refused: no item to hold the version.
+    faulty.plan("transact_write_items", after(lambda: rival.forget_session("s1", T + LEASE + 1)))
     store.requests.clear()
 
     assert not await store.end_session("s1", "reaped", T + LEASE + 1)
@@ -483,11 +467,9 @@ async def test_an_acquire_whose_session_ended_before_its_transaction_is_refused(
     await store.open_session("s1", LEASE, 10, T)
     supervisor = new_store(client)
 
-    async def ended_in_between(call: Any, kwargs: dict[str, Any]) -> Any:
-        assert await supervisor.end_session("s1", "reaped", T + 1)
-        return await call(**kwargs)
-
-    faulty.plan("transact_write_items", ended_in_between)
+    faulty.plan(
+        "transact_write_items", after(lambda: supervisor.end_session("s1", "reaped", T + 1))
+    )
     store.requests.clear()
 
     assert await store.try_acquire("c1", "s1", T + 1) is None
@@ -899,11 +881,7 @@ async def test_an_end_session_that_lost_to_another_is_decided_on_the_refusing_it
     await store.open_session("s1", LEASE, 10, T)
     rival = new_store(client)
 
-    async def rival_ends_it_first(call: Any, kwargs: dict[str, Any]) -> Any:
-        assert await rival.end_session("s1", "rival", T + 1)
-        return await call(**kwargs)  # refused: the version moved
-
-    faulty.plan("transact_write_items", rival_ends_it_first)
+    faulty.plan("transact_write_items", after(lambda: rival.end_session("s1", "rival", T + 1)))
     store.requests.clear()
 
     lost = await store.execute_session(EndSession("s1", "mine"), T + 1)
@@ -968,14 +946,6 @@ async def test_a_checkpoint_conflicting_with_a_transaction_is_written_again(
     assert stored.checkpoint_seq == 7
 
 
-def owner_checkpoints_first(owner: ConnectionStore, token: int, seq: int) -> FaultyClient.Fault:
-    async def fault(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-        assert await owner.checkpoint("c1", "s1", token, seq, T + 1)
-        return await call(**kwargs)  # refused: the version moved
-
-    return fault
-
-
 @pytest.mark.parametrize(
     ("operation", "gave_up"),
     [
@@ -1001,7 +971,10 @@ async def test_a_write_that_keeps_conflicting_gives_up_as_unavailable(
     elif operation == "stop":
         owner = new_store(client)
         for seq in (1, 2):  # the owner checkpoints before each of the stop's writes
-            faulty.plan("transact_write_items", owner_checkpoints_first(owner, conn.token, seq))
+            faulty.plan(
+                "transact_write_items",
+                after(partial(owner.checkpoint, "c1", "s1", conn.token, seq, T + 1)),
+            )
     else:
         faulty.plan("update_item", UPDATE_CONFLICT, times=2)
 

@@ -2,7 +2,7 @@
 the messages table, and a client wrapper that injects the faults no local engine simulates
 (throttling, unprocessed batch items, transaction conflicts)."""
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -85,6 +85,17 @@ class FaultyClient:
             return await real(**kwargs)
 
         return call
+
+
+def after(write: Callable[[], Awaitable[object]]) -> FaultyClient.Fault:
+    """The request goes out only once `write` (another store's, on the real client) has landed
+    (it must succeed): a race lost, made deterministic."""
+
+    async def fault(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        assert await write(), "the rival's write did not land"
+        return await call(**kwargs)
+
+    return fault
 
 
 def raising(error: BaseException) -> FaultyClient.Fault:
