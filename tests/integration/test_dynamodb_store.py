@@ -188,7 +188,7 @@ async def test_an_exact_renew_conflicting_with_a_transaction_reads_again_and_ret
     store = new_store(faulty)
     await store.open_session("s1", 3 * LEASE, 10, T)
     faulty.plan("update_item", passthrough)
-    faulty.plan("update_item", raising(client_error("TransactionConflictException")))
+    faulty.plan("update_item", UPDATE_CONFLICT)
     store.requests.clear()
 
     renewed = await store.execute_session(RenewSession("s1", LEASE, 2, 10), T + 1)
@@ -256,7 +256,7 @@ TRANSACTION_CONFLICT = raising(
         ),
     ],
 )
-async def test_a_session_writes_later_requests_failing_name_the_call(
+async def test_the_later_requests_of_a_session_write_name_the_call_when_they_fail(
     faulty: FaultyClient,
     command: RenewSession | EndSession,
     plans: dict[str, list[FaultyClient.Fault]],
@@ -271,7 +271,7 @@ async def test_a_session_writes_later_requests_failing_name_the_call(
         await store.execute_session(command, T + 1)
 
 
-async def test_an_acquires_reads_failing_name_the_call(
+async def test_the_reads_of_an_acquire_name_the_call_when_they_fail(
     client: Any, faulty: FaultyClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = new_store(faulty)
@@ -769,15 +769,19 @@ async def test_throttling_and_server_errors_become_store_unavailable(
     assert await store.checkpoint("c1", "s1", conn.token, 1, T + 1)  # all faults spent
 
 
-@pytest.mark.parametrize(("operation", "subject"), [("Stop", "c1"), ("OpenSession", "s1")])
+@pytest.mark.parametrize(
+    ("operation", "subject"), [("Stop", "c1"), ("OpenSession", "s1"), ("EndSession", "s2")]
+)
 async def test_a_throttled_transaction_names_the_call_and_its_subject(
     faulty: FaultyClient, operation: str, subject: str
 ) -> None:
     store = new_store(faulty)
     await store.start("c1", URL, T)
+    await store.open_session("s2", LEASE, 10, T)
     calls: dict[str, Callable[[], Awaitable[object]]] = {
         "Stop": lambda: store.stop("c1", T + 1),
         "OpenSession": lambda: store.open_session("s1", LEASE, 10, T + 1),
+        "EndSession": lambda: store.end_session("s2", "bye", T + 1),
     }
     throttled_item = client_error(
         "TransactionCanceledException",
@@ -912,24 +916,6 @@ async def test_an_end_session_whose_transaction_conflicts_is_read_again_and_retr
     assert ended.ended_reason == "bye"
 
 
-async def test_a_throttled_end_session_names_the_call_and_the_session(
-    faulty: FaultyClient,
-) -> None:
-    store = new_store(faulty)
-    await store.open_session("s1", LEASE, 10, T)
-    faulty.plan("transact_write_items", raising(client_error("ThrottlingException")))
-    with pytest.raises(StoreUnavailable, match=r"^DynamoDB EndSession failed: ThrottlingException"):
-        await store.end_session("s1", "bye", T + 1)
-    throttled_item = client_error(
-        "TransactionCanceledException",
-        CancellationReasons=[{"Code": "ThrottlingError"}, {"Code": "None"}],
-    )
-    faulty.plan("transact_write_items", raising(throttled_item))
-    with pytest.raises(StoreUnavailable, match=r"^DynamoDB write of 's1' throttled"):
-        await store.end_session("s1", "bye", T + 1)
-    assert await store.end_session("s1", "bye", T + 1)  # the faults are spent
-
-
 async def test_a_checkpoint_conflicting_with_a_transaction_is_written_again(
     faulty: FaultyClient,
 ) -> None:
@@ -955,7 +941,7 @@ async def test_a_checkpoint_conflicting_with_a_transaction_is_written_again(
         ("stop", "Stop of 'c1' gave up after 2 attempts: the item kept changing under it"),
     ],
 )
-async def test_a_write_that_keeps_conflicting_gives_up_as_unavailable(
+async def test_a_write_that_keeps_losing_gives_up_as_unavailable(
     client: Any, faulty: FaultyClient, operation: str, gave_up: str
 ) -> None:
     store = new_store(faulty, max_attempts=2)
