@@ -188,7 +188,7 @@ async def test_an_exact_renew_conflicting_with_a_transaction_reads_again_and_ret
     store = new_store(faulty)
     await store.open_session("s1", 3 * LEASE, 10, T)
     faulty.plan("update_item", passthrough)
-    faulty.plan("update_item", UPDATE_CONFLICT)
+    faulty.plan("update_item", CONFLICT_ERROR)
     store.requests.clear()
 
     renewed = await store.execute_session(RenewSession("s1", LEASE, 2, 10), T + 1)
@@ -227,7 +227,8 @@ async def test_an_exact_renew_of_a_session_forgotten_meanwhile_is_refused_as_not
 
 
 THROTTLED = raising(client_error("ThrottlingException"))
-UPDATE_CONFLICT = raising(client_error("TransactionConflictException"))
+# A conflict as its own error (UpdateItem reports only this way; a transaction may too).
+CONFLICT_ERROR = raising(client_error("TransactionConflictException"))
 TRANSACTION_CONFLICT = raising(
     client_error(
         "TransactionCanceledException",
@@ -246,7 +247,7 @@ TRANSACTION_CONFLICT = raising(
         ),
         pytest.param(
             RenewSession("s1", LEASE, 2, 10),
-            {"update_item": [passthrough, UPDATE_CONFLICT], "get_item": [THROTTLED]},
+            {"update_item": [passthrough, CONFLICT_ERROR], "get_item": [THROTTLED]},
             id="renew-read-after-conflict",
         ),
         pytest.param(
@@ -678,7 +679,7 @@ async def test_forget_session_asks_the_owner_index_for_one_key_then_deletes(
 
     for cid, token in tokens.items():
         await store.release(cid, "s1", token, 0, T + LEASE + 2)
-    faulty.plan("delete_item", raising(client_error("ThrottlingException")))
+    faulty.plan("delete_item", THROTTLED)
     with pytest.raises(StoreUnavailable, match=r"^DynamoDB forget_session failed: Throttling"):
         await store.forget_session("s1", T + LEASE + 3)
     store.requests.clear()
@@ -858,7 +859,7 @@ async def test_a_transaction_conflict_is_retried(
     await store.open_session("s1", LEASE, 10, T)
     conflict = {
         "cancellation": TRANSACTION_CONFLICT,
-        "error": raising(client_error("TransactionConflictException")),
+        "error": CONFLICT_ERROR,
     }[reported]
     faulty.plan("transact_write_items", conflict, times=2)
     caplog.set_level(logging.DEBUG, logger="adapters")
@@ -921,7 +922,7 @@ async def test_a_checkpoint_conflicting_with_a_transaction_is_written_again(
 ) -> None:
     store = new_store(faulty)
     conn = await leased(store)
-    faulty.plan("update_item", UPDATE_CONFLICT, times=2)
+    faulty.plan("update_item", CONFLICT_ERROR, times=2)
     store.requests.clear()
 
     assert await store.checkpoint("c1", "s1", conn.token, 7, T + 1)
@@ -962,7 +963,7 @@ async def test_a_write_that_keeps_losing_gives_up_as_unavailable(
                 after(partial(owner.checkpoint, "c1", "s1", conn.token, seq, T + 1)),
             )
     else:
-        faulty.plan("update_item", UPDATE_CONFLICT, times=2)
+        faulty.plan("update_item", CONFLICT_ERROR, times=2)
 
     with pytest.raises(StoreUnavailable, match=f"^{re.escape(gave_up)}$"):
         await calls[operation]()
@@ -1009,7 +1010,7 @@ async def test_a_heartbeat_conflicting_with_a_transaction_is_retried(
 ) -> None:
     store = new_store(faulty)
     await store.open_session("s1", LEASE, 10, T)
-    faulty.plan("update_item", raising(client_error("TransactionConflictException")))
+    faulty.plan("update_item", CONFLICT_ERROR)
 
     renewed = await store.renew_session("s1", LEASE, 0, 10, T + 1)
 
