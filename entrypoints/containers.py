@@ -14,7 +14,7 @@ Only what is asked for is opened (the Lambda router never opens CloudWatch or th
 """
 
 import inspect
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aioboto3
@@ -44,6 +44,7 @@ from application.ports import (
     NotificationQueue,
     UpstreamConnector,
 )
+from application.ports.metrics import SINK_RETRIES
 from application.router import EventRouter
 from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
@@ -183,6 +184,11 @@ def _retention_s(settings: Settings) -> int | None:
     return None if days is None else days * 86_400
 
 
+def _counter(metrics: Metrics, name: str) -> Callable[[int], None]:
+    """A callback that counts into `metrics` (for adapters that take no metrics port)."""
+    return lambda value: metrics.count(name, value)
+
+
 def _sink_choice(settings: Settings) -> str:
     return "custom" if settings.message_sink else "default"
 
@@ -228,16 +234,6 @@ class AwsContainer(containers.DeclarativeContainer):
         settings.provided.queue_url,
         visibility_timeout_s=settings.provided.hint_visibility_timeout_s,
     )
-    sink = providers.Selector(
-        providers.Callable(_sink_choice, settings),
-        default=providers.Singleton(
-            DynamoDbMessageSink,
-            dynamodb,
-            settings.provided.messages_table,
-            retention_s=providers.Callable(_retention_s, settings),
-        ),
-        custom=providers.Resource(user_sink, settings),
-    )
     cloudwatch_metrics = providers.Singleton(
         CloudWatchMetrics,
         cloudwatch,
@@ -247,6 +243,17 @@ class AwsContainer(containers.DeclarativeContainer):
     # Scraped at the health port's /metrics (entrypoints/worker/health.py).
     prometheus = providers.Singleton(prometheus_metrics, "aws")
     metrics = providers.Singleton(TeeMetrics, cloudwatch_metrics, prometheus)
+    sink = providers.Selector(
+        providers.Callable(_sink_choice, settings),
+        default=providers.Singleton(
+            DynamoDbMessageSink,
+            dynamodb,
+            settings.provided.messages_table,
+            retention_s=providers.Callable(_retention_s, settings),
+            on_retry=providers.Callable(_counter, metrics, SINK_RETRIES),
+        ),
+        custom=providers.Resource(user_sink, settings),
+    )
     upstream = providers.Singleton(
         WebSocketConnector,
         options=providers.Callable(websocket_options, settings),

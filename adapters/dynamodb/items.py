@@ -2,7 +2,7 @@
 attribute values) and domain values, each way. Nothing else in the adapters builds items."""
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from adapters.dynamodb import schema
@@ -157,7 +157,7 @@ def event_from_item(item: StoredItem) -> Event:
 def message_to_item(message: StoredMessage, expires_at_s: int | None) -> Item:
     item: Item = {
         schema.PK: s(schema.connection_key(message.connection_id)),
-        schema.SK: n(message.seq),
+        schema.SK: n(schema.message_key(message.seq, message.token)),
         schema.MESSAGE_DATA: s(message.data),
         schema.TIMESTAMP_MS: n(message.received_at_ms),
         schema.WORKER_ID: s(message.worker_id),
@@ -172,11 +172,11 @@ def message_to_item(message: StoredMessage, expires_at_s: int | None) -> Item:
 def message_from_item(item: StoredItem) -> StoredMessage:
     return StoredMessage(
         connection_id=schema.connection_id_of(item[schema.PK]["S"]),
-        seq=_int(item, schema.SK),
+        seq=schema.seq_and_token(_int(item, schema.SK))[0],
         data=item[schema.MESSAGE_DATA]["S"],
         received_at_ms=_int(item, schema.TIMESTAMP_MS),
         worker_id=item[schema.WORKER_ID]["S"],
-        token=_int(item, schema.FENCING_TOKEN),
+        token=schema.seq_and_token(_int(item, schema.SK))[1],
         prev_seq=_int(item, schema.MESSAGE_PREV),
     )
 
@@ -184,3 +184,18 @@ def message_from_item(item: StoredItem) -> StoredMessage:
 def _int(item: StoredItem, name: str) -> int:
     value = item.get(name)
     return int(value["N"]) if value else 0
+
+
+def latest_versions(items: Iterable[StoredItem]) -> Iterator[StoredItem]:
+    """The one read rule of the messages table: of a seq's items (one per token that wrote
+    it, adjacent and in token order in a Query ascending by sort key), the highest token's.
+    Lazy, so a caller paging a Query feeds it page by page."""
+    pending: StoredItem | None = None
+    pending_seq = -1
+    for item in items:
+        seq = schema.seq_and_token(int(item[schema.SK]["N"]))[0]
+        if pending is not None and seq != pending_seq:
+            yield pending
+        pending, pending_seq = item, seq
+    if pending is not None:
+        yield pending

@@ -1,7 +1,9 @@
-"""Reading the messages table back: which seqs of a connection are stored.
+"""Reading the messages table back: a connection's stored messages, in seq order.
 
 The sink port only writes; operators and judges (the demo, end-to-end tests) need to read.
-One strongly consistent Query per connection, keys only, every page.
+One strongly consistent Query per page on the connection's partition, from a seq on; of a
+seq's items (one per token that wrote it) the highest token's is the message
+(`items.latest_versions`, the same rule the sink's resume point follows).
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.dynamodb import schema
 from adapters.dynamodb.errors import unavailable_as
+from adapters.dynamodb.items import latest_versions, message_from_item
 from application.errors import SinkUnavailable
+from application.ports.sink import StoredMessage
 
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb.client import DynamoDBClient
@@ -21,24 +25,31 @@ class DynamoDbMessageReader:
         self._client = client
         self._table = table
 
-    async def seqs(self, connection_id: str) -> list[int]:
-        """The stored seqs of a connection, ascending. Raises SinkUnavailable."""
-        found: list[int] = []
+    async def messages(self, connection_id: str, from_seq: int = 0) -> list[StoredMessage]:
+        """The stored messages of a connection from `from_seq` on, ascending, one per seq.
+        Raises SinkUnavailable."""
+        items: list[Any] = []
         start: dict[str, Any] | None = None
         while True:
             request: dict[str, Any] = {
                 "TableName": self._table,
-                "KeyConditionExpression": "#pk = :pk",
-                "ProjectionExpression": "#sk",
+                "KeyConditionExpression": "#pk = :pk AND #sk >= :first",
                 "ExpressionAttributeNames": {"#pk": schema.PK, "#sk": schema.SK},
-                "ExpressionAttributeValues": {":pk": {"S": schema.connection_key(connection_id)}},
+                "ExpressionAttributeValues": {
+                    ":pk": {"S": schema.connection_key(connection_id)},
+                    ":first": {"N": str(schema.message_key(max(from_seq, 0), 0))},
+                },
                 "ConsistentRead": True,
             }
             if start:
                 request["ExclusiveStartKey"] = start
             with unavailable_as(SinkUnavailable, "message read"):
                 response = await self._client.query(**request)
-            found.extend(int(item[schema.SK]["N"]) for item in response["Items"])
+            items.extend(response["Items"])
             start = response.get("LastEvaluatedKey")
             if not start:
-                return found
+                return [message_from_item(item) for item in latest_versions(items)]
+
+    async def seqs(self, connection_id: str) -> list[int]:
+        """The stored seqs of a connection, ascending. Raises SinkUnavailable."""
+        return [m.seq for m in await self.messages(connection_id)]

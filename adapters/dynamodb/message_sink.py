@@ -1,46 +1,48 @@
-"""DynamoDbMessageSink: the message sink port on a DynamoDB table, one item per message keyed
-(pk = "CONN#<id>", sk = seq).
+"""DynamoDbMessageSink: the message sink port on a DynamoDB table, one item per message and
+fencing token, keyed (pk = "CONN#<id>", sk = seq * SEQ_SCALE + token; schema.py).
 
-Fenced (found by a security review: BatchWriteItem takes no condition, so a stale owner could
-overwrite a newer owner's rows). Each message is one conditional PutItem, the batch's puts
-concurrently:
+A batch is one BatchWriteItem. BatchWriteItem takes no condition, so the fencing comes from
+the keys and from knowing when a write may meet another copy (docs/decisions.md, "The DynamoDB
+sink: fenced by its keys"):
+- An owner writes only items keyed by its own token. A stale owner's late write (a delayed
+  request, a retry after its deadline) lands beside the newer owner's item, never on it, and
+  every reader takes the highest token of a seq (`items.latest_versions`).
+- The first write for a (connection, token) reads the highest seq stored under any token (one
+  Query, Limit 1): its `mark`. A message above the mark (and above every seq this token wrote
+  since) is written blind: no copy of it can exist, except a stale owner's, which loses on
+  read. A message at or below the mark may meet another owner's copy: one Query reads that
+  seq's items, and it is refused as stale (a newer token stored it) or as a conflict (other
+  data is stored; the stored copy is kept), as the sink contract promises. Only a resumed or
+  replayed stream writes such seqs; a streaming connection never does.
 
-    attribute_not_exists(pk) OR (lease_token <= :token AND message_data = :data)
+Unprocessed items (throttling within a batch) are retried with jittered back-off for at most
+`retry_budget_s`, then the batch fails as SinkUnavailable (the writer retries it whole: every
+put is idempotent). A batch the service refuses as invalid (an item over 400 KB) is written
+again one PutItem per message, to name the message at fault.
 
-so a rewrite of the same content under the same or a newer token is idempotent, and nothing
-else lands. A refused put returns the stored item (ReturnValuesOnConditionCheckFailure=ALL_OLD;
-read back when absent) to say why: a newer token (stale) or other data (a conflict). A put the
-service refuses as invalid (ValidationException: item larger than 400 KB) is reported too.
-Every other put of the batch is stored first; then SinkRefused names the refused messages.
-
-Cost: 1 WCU per message up to 1 KB, as with BatchWriteItem (a refused condition costs the same);
-25 requests instead of one, in parallel on the client's connection pool. Throttling is retried
-by botocore's standard retry mode; what remains becomes SinkUnavailable (the caller retries
-the whole batch: every put is idempotent).
-
-Each item carries its prev link (`prev`, StoredMessage.prev_seq). `resume_point` is one Query
-on the connection's partition, `sk > :checkpoint` ascending, strongly consistent, projecting
-`sk` and `prev` only, page after page until the first hole (no page is read past it) or the end.
-Its cost: a Query is billed on the size of the items it reads, not on what it projects, rounded
-up to 4 KB per page; strongly consistent, so one read unit per 4 KB read: about 0.25 RRU per
-1 KB message above the checkpoint (1 RRU per message up to 4 KB, 100 at the 400 KB item limit),
-and at least 1 RRU per call. A page holds up to 1 MB of items (256 RRU); so the cost and the
-time of a takeover grow with the messages stored since the connection's last recorded
-checkpoint, which is what a periodic checkpoint bounds (docs/deploy.md, docs/decisions.md).
+Cost: 1 WCU per message up to 1 KB (a plain put), one request per batch of 25; one Query
+(1 RCU) per connection and token at its first write. `resume_point` is one Query on the
+connection's partition from the checkpoint, ascending, strongly consistent, projecting `sk`
+and `prev` only, page after page until the first hole or the end; billed on the bytes read,
+about 0.25 RRU per 1 KB message above the checkpoint, so a periodic checkpoint bounds it
+(docs/deploy.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from adapters.dynamodb import schema
-from adapters.dynamodb.errors import CONDITION_FAILED, error_code, failed_item, unavailable_as
-from adapters.dynamodb.items import message_to_item
+from adapters.dynamodb.backoff import delay_s
+from adapters.dynamodb.errors import error_code, unavailable_as
+from adapters.dynamodb.items import latest_versions, message_to_item
 from application.aio import gather_all
 from application.errors import ConfigurationError, SinkRefused, SinkUnavailable
 from application.ports.sink import StoredMessage, follow_links, storable
@@ -48,19 +50,22 @@ from application.ports.sink import StoredMessage, follow_links, storable
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb.client import DynamoDBClient
 
-MAX_BATCH = 25  # puts in flight at once per batch
+MAX_BATCH = 25  # BatchWriteItem's limit
 # DynamoDB's item limit is 400 KB, attribute names and values included; read as 400,000 bytes,
 # the strictest reading (the service takes a little more, moto stops at 405,000). The rest of a
-# message item is bounded: a 128-character connection id, a 256-character worker id, seq,
-# token, timestamp, TTL and prev numbers, and eight attribute names, under 1 KiB together.
+# message item is bounded: a 128-character connection id, a 256-character worker id, a 38-digit
+# key, token, timestamp, TTL and prev numbers, and eight attribute names, under 1 KiB together.
 ITEM_LIMIT_BYTES = 400_000
 ITEM_OVERHEAD_BYTES = 1024
 MAX_MESSAGE_BYTES = ITEM_LIMIT_BYTES - ITEM_OVERHEAD_BYTES
 
-_CONDITION = "attribute_not_exists(#pk) OR (#token <= :token AND #data = :data)"
 _VALIDATION = "ValidationException"
+# Unprocessed items: first retry after up to 25 ms, doubling to at most 1 s.
+_RETRY_BASE_S = 0.025
+_RETRY_CAP_S = 1.0
 
 _Key = tuple[str, int]
+_Owner = tuple[str, int]  # (connection id, token)
 
 
 @contextlib.asynccontextmanager
@@ -79,31 +84,44 @@ class DynamoDbMessageSink:
         table: str = schema.DEFAULT_MESSAGES_TABLE,
         *,
         retention_s: int | None = None,
-        concurrency: int = MAX_BATCH,
+        concurrency: int = 8,
         query_page_limit: int | None = None,
+        retry_budget_s: float = 2.0,
+        tracked_owners: int = 65_536,
+        on_retry: Callable[[int], None] | None = None,
     ) -> None:
         """`retention_s`: if set, each message carries a TTL (`expires_at`, epoch seconds) that
         many seconds after it was received; DynamoDB deletes expired items within days.
-        `query_page_limit`: the most items one page of `resume_point` reads (None: as many as
-        fit in DynamoDB's 1 MB page), for tests of its paging."""
+        `concurrency`: reads in flight at once (marks and seq checks). `query_page_limit`: the
+        most items one page of `resume_point` reads (None: a 1 MB page), for tests of paging.
+        `retry_budget_s`: how long unprocessed items are retried before the batch fails.
+        `tracked_owners`: the (connection, token) marks kept; one forgotten costs one Query
+        more. `on_retry(n)`: told of every retry of n unprocessed items (a metric)."""
         if retention_s is not None and retention_s <= 0:
             raise ConfigurationError(f"retention_s must be positive, got {retention_s}")
         if concurrency < 1:
             raise ConfigurationError(f"concurrency must be at least 1, got {concurrency}")
         if query_page_limit is not None and query_page_limit < 1:
             raise ConfigurationError(f"query_page_limit must be at least 1, got {query_page_limit}")
+        if retry_budget_s <= 0:
+            raise ConfigurationError(f"retry_budget_s must be positive, got {retry_budget_s}")
+        if tracked_owners < 1:
+            raise ConfigurationError(f"tracked_owners must be at least 1, got {tracked_owners}")
         self._page_limit = query_page_limit
         self._client = client
         self._table = table
         self._retention_s = retention_s
-        # Puts in flight at once. The writer has one batch in flight, so this is the worker's
-        # sink throughput: `concurrency` / put latency (at 4, ~800 messages/s at 5 ms, a
-        # seventh of what one BatchWriteItem per batch gave). A whole batch at once keeps one
-        # round trip per batch; the client's pool is sized max_connections + headroom
-        # (entrypoints/containers.py), so renewals still find a connection free.
-        self._puts = asyncio.Semaphore(concurrency)
-        # "write", "PutItem", "messages"; "Query" (pages) and "links" (items) of resume_point
+        self._retry_budget_s = retry_budget_s
+        self._on_retry = on_retry
+        self._reads = asyncio.Semaphore(concurrency)
+        # Per (connection, token): the highest seq that may be stored under any other token.
+        # Least recently written first, so the bound forgets an owner that stopped writing.
+        self._marks: collections.OrderedDict[_Owner, int] = collections.OrderedDict()
+        self._tracked = tracked_owners
+        # "write", "BatchWriteItem", "messages", "unprocessed", "mark", "check", "PutItem";
+        # "Query" (pages) and "links" (items) of resume_point; "WCU" consumed by writes
         self.operations: dict[str, int] = {}
+        self.consumed_wcu = 0.0
 
     async def write(self, messages: Sequence[StoredMessage]) -> None:
         if len(messages) > self.max_batch:
@@ -112,16 +130,19 @@ class DynamoDbMessageSink:
         # One put per key: the last copy of a seq in the batch is the one written.
         unique = {(m.connection_id, m.seq): m for m in messages}
         self._count("messages", len(unique))
-        # Every put ends before an error (unavailable: the batch is retried; or a deployment
-        # error) is raised.
-        outcomes = await gather_all(*(self._put(m) for m in unique.values()))
-        stale: set[_Key] = set()
-        conflicts: set[_Key] = set()
-        invalid: set[_Key] = set()
-        for key, outcome in zip(unique, outcomes, strict=True):
-            {"stale": stale, "conflict": conflicts, "invalid": invalid, "stored": set()}[
-                outcome
-            ].add(key)
+        invalid = {key for key, m in unique.items() if not _storable(m, self.max_message_bytes)}
+        candidates = [m for key, m in unique.items() if key not in invalid]
+        marks = await self._marks_of({(m.connection_id, m.token) for m in candidates})
+        blind = [m for m in candidates if m.seq > marks[m.connection_id, m.token]]
+        checked = [m for m in candidates if m.seq <= marks[m.connection_id, m.token]]
+        verdicts = await gather_all(*(self._verdict(m) for m in checked))
+        stale = {_key(m) for m, v in zip(checked, verdicts, strict=True) if v == "stale"}
+        conflicts = {_key(m) for m, v in zip(checked, verdicts, strict=True) if v == "conflict"}
+        writes = blind + [m for m, v in zip(checked, verdicts, strict=True) if v == "store"]
+        invalid |= await self._put_all(writes)
+        for m in writes:
+            if _key(m) not in invalid:
+                self._raise_mark((m.connection_id, m.token), m.seq)
         if stale or conflicts or invalid:
             raise SinkRefused(
                 stale=frozenset(stale), conflicts=frozenset(conflicts), invalid=frozenset(invalid)
@@ -130,7 +151,7 @@ class DynamoDbMessageSink:
     async def resume_point(self, connection_id: str, checkpoint_seq: int) -> int:
         request: dict[str, Any] = {
             "TableName": self._table,
-            "KeyConditionExpression": "#pk = :pk AND #sk > :checkpoint",
+            "KeyConditionExpression": "#pk = :pk AND #sk >= :first",
             "ProjectionExpression": "#sk, #prev",
             "ExpressionAttributeNames": {
                 "#pk": schema.PK,
@@ -139,72 +160,158 @@ class DynamoDbMessageSink:
             },
             "ExpressionAttributeValues": {
                 ":pk": {"S": schema.connection_key(connection_id)},
-                ":checkpoint": {"N": str(checkpoint_seq)},
+                ":first": {"N": str(schema.message_key(checkpoint_seq + 1, 0))},
             },
             "ScanIndexForward": True,
             "ConsistentRead": True,  # a put acknowledged to the dead owner must be seen
         }
         if self._page_limit is not None:
             request["Limit"] = self._page_limit
+
+        async def pages() -> AsyncIterator[list[Any]]:
+            while True:
+                self._count("Query")
+                with unavailable_as(SinkUnavailable, "resume point read"):
+                    response = await self._client.query(**request)
+                self._count("links", len(response["Items"]))
+                yield response["Items"]
+                start = response.get("LastEvaluatedKey")
+                if not start:
+                    return
+                request["ExclusiveStartKey"] = start
+
+        # A seq's items may straddle two pages: its last item (the highest token) is known
+        # only once the next seq, or the end, is read. So the walk holds back one item.
         current = checkpoint_seq
-        while True:
-            self._count("Query")
-            with unavailable_as(SinkUnavailable, "resume point read"):
-                response = await self._client.query(**request)
-            items = response["Items"]
-            self._count("links", len(items))
-            current, hole = follow_links(current, (_link(item) for item in items))
-            start = response.get("LastEvaluatedKey")
-            if hole or not start:
+        held: list[Any] = []
+        async for page in pages():
+            versions = list(latest_versions([*held, *page]))
+            held = versions[-1:]
+            current, hole = follow_links(current, (_link(item) for item in versions[:-1]))
+            if hole:
                 return current
-            request["ExclusiveStartKey"] = start
+        current, _ = follow_links(current, (_link(item) for item in held))
+        return current
 
-    async def _put(self, message: StoredMessage) -> str:
-        """ "stored", "stale", "conflict" or "invalid"; raises SinkUnavailable."""
-        if not storable(message, self.max_message_bytes):
-            return "invalid"
-        self._count("PutItem")
-        try:
-            async with self._puts, _unavailable("message write"):
-                await self._client.put_item(
-                    TableName=self._table,
-                    Item=message_to_item(message, self._expires_at(message)),
-                    ConditionExpression=_CONDITION,
-                    ExpressionAttributeNames={
-                        "#pk": schema.PK,
-                        "#token": schema.FENCING_TOKEN,
-                        "#data": schema.MESSAGE_DATA,
-                    },
-                    ExpressionAttributeValues={
-                        ":token": {"N": str(message.token)},
-                        ":data": {"S": message.data},
-                    },
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-        except ClientError as exc:
-            code = error_code(exc)
-            if code == _VALIDATION:
-                return "invalid"
-            if code != CONDITION_FAILED:
-                raise
-            stored = failed_item(exc) or await self._stored(message)
-            if stored is None:
-                raise SinkUnavailable("message write refused, then the item was gone") from exc
-            token = int(stored.get(schema.FENCING_TOKEN, {}).get("N", "0"))
-            return "stale" if token > message.token else "conflict"
-        return "stored"
+    async def _marks_of(self, owners: set[_Owner]) -> dict[_Owner, int]:
+        missing = [owner for owner in owners if owner not in self._marks]
+        learned = await gather_all(*(self._highest_stored(cid) for cid, _ in missing))
+        for owner, mark in zip(missing, learned, strict=True):
+            self._raise_mark(owner, mark)
+        return {owner: self._marks[owner] for owner in owners}
 
-    async def _stored(self, message: StoredMessage) -> Any:
-        async with self._puts, _unavailable("message read"):
-            response = await self._client.get_item(
+    def _raise_mark(self, owner: _Owner, seq: int) -> None:
+        self._marks[owner] = max(seq, self._marks.get(owner, -1))
+        self._marks.move_to_end(owner)
+        while len(self._marks) > self._tracked:
+            self._marks.popitem(last=False)
+
+    async def _highest_stored(self, connection_id: str) -> int:
+        """The highest seq stored for the connection under any token; -1 if none."""
+        self._count("mark")
+        async with self._reads, _unavailable("message mark read"):
+            response = await self._client.query(
                 TableName=self._table,
-                Key={
-                    schema.PK: {"S": schema.connection_key(message.connection_id)},
-                    schema.SK: {"N": str(message.seq)},
+                KeyConditionExpression="#pk = :pk",
+                ProjectionExpression="#sk",
+                ExpressionAttributeNames={"#pk": schema.PK, "#sk": schema.SK},
+                ExpressionAttributeValues={":pk": {"S": schema.connection_key(connection_id)}},
+                ScanIndexForward=False,
+                Limit=1,
+                ConsistentRead=True,
+            )
+        items = response["Items"]
+        return schema.seq_and_token(int(items[0][schema.SK]["N"]))[0] if items else -1
+
+    async def _verdict(self, message: StoredMessage) -> str:
+        """ "stale" (a newer token stored this seq), "conflict" (other data is stored for it)
+        or "store"."""
+        self._count("check")
+        async with self._reads, _unavailable("message check read"):
+            response = await self._client.query(
+                TableName=self._table,
+                KeyConditionExpression="#pk = :pk AND #sk BETWEEN :low AND :high",
+                ProjectionExpression="#sk, #data",
+                ExpressionAttributeNames={
+                    "#pk": schema.PK,
+                    "#sk": schema.SK,
+                    "#data": schema.MESSAGE_DATA,
+                },
+                ExpressionAttributeValues={
+                    ":pk": {"S": schema.connection_key(message.connection_id)},
+                    ":low": {"N": str(schema.message_key(message.seq, 0))},
+                    ":high": {"N": str(schema.message_key(message.seq + 1, 0) - 1)},
                 },
                 ConsistentRead=True,
             )
-        return response.get("Item")
+        copies = [
+            (schema.seq_and_token(int(item[schema.SK]["N"]))[1], item[schema.MESSAGE_DATA]["S"])
+            for item in response["Items"]
+        ]
+        if any(token > message.token for token, _ in copies):
+            return "stale"
+        if any(data != message.data for _, data in copies):
+            return "conflict"
+        return "store"
+
+    async def _put_all(self, messages: list[StoredMessage]) -> set[_Key]:
+        """Store every message (one BatchWriteItem, its unprocessed items retried); returns
+        the keys the service refused as invalid. Raises SinkUnavailable."""
+        if not messages:
+            return set()
+        try:
+            await self._batch_put(messages)
+        except ClientError as exc:
+            if error_code(exc) != _VALIDATION:
+                raise
+            # One item the service will not take fails the whole request: find which.
+            outcomes = await gather_all(*(self._put_alone(m) for m in messages))
+            return {_key(m) for m, ok in zip(messages, outcomes, strict=True) if not ok}
+        return set()
+
+    async def _batch_put(self, messages: list[StoredMessage]) -> None:
+        requests: list[Any] = [
+            {"PutRequest": {"Item": message_to_item(m, self._expires_at(m))}} for m in messages
+        ]
+        deadline = time.monotonic() + self._retry_budget_s
+        attempt = 0
+        while True:
+            self._count("BatchWriteItem")
+            # A ValidationException is not transient: it passes through to `_put_all`.
+            with unavailable_as(SinkUnavailable, "message batch write"):
+                response = await self._client.batch_write_item(
+                    RequestItems={self._table: requests}, ReturnConsumedCapacity="TOTAL"
+                )
+            for consumed in response.get("ConsumedCapacity", ()):
+                self.consumed_wcu += float(consumed.get("CapacityUnits", 0.0))
+            requests = list(response.get("UnprocessedItems", {}).get(self._table, ()))
+            if not requests:
+                return
+            attempt += 1
+            self._count("unprocessed", len(requests))
+            if self._on_retry is not None:
+                self._on_retry(len(requests))
+            pause = delay_s(attempt, _RETRY_BASE_S, _RETRY_CAP_S)
+            if time.monotonic() + pause > deadline:
+                raise SinkUnavailable(
+                    f"DynamoDB message batch write: {len(requests)} items still unprocessed "
+                    f"after {attempt} attempts"
+                )
+            await asyncio.sleep(pause)
+
+    async def _put_alone(self, message: StoredMessage) -> bool:
+        """One unconditional put (the key is the writer's own); False if refused as invalid."""
+        self._count("PutItem")
+        try:
+            async with self._reads, _unavailable("message write"):
+                await self._client.put_item(
+                    TableName=self._table, Item=message_to_item(message, self._expires_at(message))
+                )
+        except ClientError as exc:
+            if error_code(exc) != _VALIDATION:
+                raise
+            return False
+        return True
 
     def _expires_at(self, message: StoredMessage) -> int | None:
         if self._retention_s is None:
@@ -215,9 +322,18 @@ class DynamoDbMessageSink:
         self.operations[name] = self.operations.get(name, 0) + value
 
 
+def _storable(message: StoredMessage, max_message_bytes: int) -> bool:
+    """The port's rule, and a token that fits the key (every real token does)."""
+    return storable(message, max_message_bytes) and 0 <= message.token < schema.SEQ_SCALE
+
+
+def _key(message: StoredMessage) -> _Key:
+    return (message.connection_id, message.seq)
+
+
 def _link(item: Any) -> tuple[int, int]:
     """(seq, prev_seq) of a projected item. An item without a prev link (none should exist:
     every put writes one) links to nothing, so the walk stops before it: a rewrite, not a loss."""
-    seq = int(item[schema.SK]["N"])
+    seq = schema.seq_and_token(int(item[schema.SK]["N"]))[0]
     prev = item.get(schema.MESSAGE_PREV)
     return seq, int(prev["N"]) if prev else seq

@@ -18,7 +18,10 @@ Sessions table: one item per worker session, pk = session id; version, expires_a
   item a heartbeat writes.
 Events table: the ownership log, pk = "CONN#<id>", sk = version (number); a session's opened and
   ended events under pk = "SESSION#<id>".
-Messages table: pk = "CONN#<id>", sk = seq (number), idempotent per (connection, seq).
+Messages table: pk = "CONN#<id>", sk = seq * SEQ_SCALE + token (number): one item per
+  (connection, seq, fencing token), so each owner writes only keys of its own and no write of a
+  stale owner can land on a newer owner's item (docs/decisions.md, "The DynamoDB sink"). A reader
+  takes, per seq, the item with the highest token (`message_key` / `seq_and_token`).
 """
 
 import zlib
@@ -87,6 +90,21 @@ FENCING_TOKEN = "lease_token"
 # no table or index declares it, and items written before it existed need no migration
 # (nothing was deployed before it).
 MESSAGE_PREV = "prev"
+# The messages table's sort key packs (seq, token) into one number: seq * SEQ_SCALE + token.
+# Tokens are below 2^63 < SEQ_SCALE, and the largest key, (2^63 - 1) * 10^19 + 10^19 - 1, has
+# 38 digits: the most a DynamoDB number holds exactly. Decimal, so that the key reads as the
+# seq followed by the token zero-padded to 19 digits in the console and in any SDK.
+SEQ_SCALE = 10**19
+
+
+def message_key(seq: int, token: int) -> int:
+    return seq * SEQ_SCALE + token
+
+
+def seq_and_token(sort_key: int) -> tuple[int, int]:
+    return divmod(sort_key, SEQ_SCALE)
+
+
 # Epoch seconds, the messages table's TTL attribute. Connection items never expire: deleting a
 # stopped one would restart its fencing token at 0 on the next START, and tokens must never repeat.
 EXPIRES_AT = "expires_at"

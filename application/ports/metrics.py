@@ -28,6 +28,8 @@ INGEST_LAG_MS = "IngestLagMs"
 ORPHANS_FOUND = "OrphansFound"
 STORE_ERRORS = "StoreErrors"
 SINK_ERRORS = "SinkErrors"
+# Messages a sink wrote again within one batch because the service left them unprocessed.
+SINK_RETRIES = "SinkRetries"
 UPSTREAM_RECONNECTS = "UpstreamReconnects"
 UPSTREAM_GIVE_UPS = "UpstreamGiveUps"
 MALFORMED_HINTS = "MalformedHints"
@@ -75,6 +77,9 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec(ORPHANS_FOUND, Kind.GAUGE, "Orphaned connections seen by the last scan."),
     MetricSpec(STORE_ERRORS, Kind.COUNTER, "Failed calls to the connection store or queue."),
     MetricSpec(SINK_ERRORS, Kind.COUNTER, "Failed batch writes to the message sink."),
+    MetricSpec(
+        SINK_RETRIES, Kind.COUNTER, "Messages retried within a sink batch (left unprocessed)."
+    ),
     MetricSpec(UPSTREAM_RECONNECTS, Kind.COUNTER, "Upstream reconnections after a drop."),
     MetricSpec(UPSTREAM_GIVE_UPS, Kind.COUNTER, "Connections handed back after upstream failures."),
     MetricSpec(MALFORMED_HINTS, Kind.COUNTER, "Queue hints dropped as malformed."),

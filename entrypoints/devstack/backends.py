@@ -21,7 +21,6 @@ from typing import Any
 import attrs
 
 from adapters.dynamodb import schema
-from adapters.dynamodb.items import message_from_item
 from adapters.dynamodb.message_reader import DynamoDbMessageReader
 from adapters.dynamodb.message_sink import MAX_BATCH as DYNAMODB_MAX_BATCH
 from adapters.dynamodb.tables import create_tables
@@ -190,22 +189,8 @@ async def open_aws(
 
 
 async def read_messages(client: Any, table: str, connection_id: str) -> list[StoredMessage]:
-    """Every stored message of a connection in seq order (a consistent Query, all pages)."""
-    found: list[StoredMessage] = []
-    start: dict[str, Any] | None = None
-    while True:
-        response = await client.query(
-            TableName=table,
-            KeyConditionExpression="#pk = :pk",
-            ExpressionAttributeNames={"#pk": schema.PK},
-            ExpressionAttributeValues={":pk": {"S": schema.connection_key(connection_id)}},
-            ConsistentRead=True,
-            **({"ExclusiveStartKey": start} if start else {}),
-        )
-        found.extend(message_from_item(item) for item in response["Items"])
-        start = response.get("LastEvaluatedKey")
-        if not start:
-            return found
+    """Every stored message of a connection in seq order (the reader's rule: one per seq)."""
+    return await DynamoDbMessageReader(client, table).messages(connection_id)
 
 
 async def _drop(dynamodb: Any, tables: schema.TableNames) -> None:

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from adapters.dynamodb.schema import DEFAULT_MESSAGES_TABLE, connection_key
+from adapters.dynamodb.message_reader import DynamoDbMessageReader
+from adapters.dynamodb.schema import DEFAULT_MESSAGES_TABLE
 from application.router import EventRouter
 from application.worker.session_keeper import worker_of
 from entrypoints.api import EventApi, HttpRequest
@@ -52,19 +53,7 @@ class Deployment:
 
     async def stored_seqs(self, connection_id: str) -> list[int]:
         client = await provide(self.container.dynamodb)
-        seqs: list[int] = []
-        kwargs: dict[str, Any] = {
-            "TableName": DEFAULT_MESSAGES_TABLE,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": connection_key(connection_id)}},
-            "ConsistentRead": True,
-        }
-        while True:
-            page = await client.query(**kwargs)
-            seqs += [int(item["sk"]["N"]) for item in page["Items"]]
-            if "LastEvaluatedKey" not in page:
-                return seqs
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return await DynamoDbMessageReader(client, DEFAULT_MESSAGES_TABLE).seqs(connection_id)
 
 
 @pytest.fixture

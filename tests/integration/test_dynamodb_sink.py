@@ -2,7 +2,7 @@
 messages DynamoDB cannot store refused alone, retention TTLs, and the resume point's Query:
 its 1 MB pages, no page read past the first hole, what it projects, and a throttled read."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
 import pytest
@@ -37,20 +37,71 @@ def batch(n: int, cid: str = "c1") -> list[StoredMessage]:
     ]
 
 
-async def test_a_put_left_throttled_fails_the_batch_which_is_then_retried_whole(
+async def test_a_batch_is_one_request_and_costs_one_write_unit_per_small_message(
+    client: Any,
+) -> None:
+    sink = DynamoDbMessageSink(client, TABLES.messages)
+    # 25 messages over 5 connections, each connection's first write (one mark read each).
+    messages = [m for cid in "abcde" for m in batch(5, cid)]
+
+    await sink.write(messages)
+    await sink.write([m for cid in "abcde" for m in batch(10, cid)[5:]])
+
+    assert sink.operations["BatchWriteItem"] == 2
+    assert sink.operations["mark"] == 5, "one read per (connection, token), then none"
+    assert "check" not in sink.operations, "a stream moving forward is never checked"
+    assert sink.consumed_wcu == 50.0
+    assert len(await read_messages(client, TABLES.messages, "c")) == 10
+
+
+def unprocessed(times: int) -> FaultyClient.Fault:
+    """The service takes only the first item of the batch and hands the rest back."""
+
+    async def fault(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        table, requests = next(iter(kwargs["RequestItems"].items()))
+        response = await call(**{**kwargs, "RequestItems": {table: requests[:1]}})
+        return {**response, "UnprocessedItems": {table: requests[1:]} if requests[1:] else {}}
+
+    return fault
+
+
+async def test_unprocessed_items_are_retried_until_stored_and_counted(client: Any) -> None:
+    faulty = FaultyClient(client)
+    retried: list[int] = []
+    sink = DynamoDbMessageSink(cast(Any, faulty), TABLES.messages, on_retry=retried.append)
+    faulty.plan("batch_write_item", unprocessed(3), times=3)
+
+    await sink.write(batch(10))
+
+    assert [m.seq for m in await read_messages(client, TABLES.messages, "c1")] == list(range(10))
+    assert retried == [9, 8, 7]
+    assert sink.operations["unprocessed"] == 24
+    assert faulty.calls["batch_write_item"] == 4
+
+
+async def test_items_left_unprocessed_past_the_budget_fail_the_batch_as_unavailable(
     client: Any,
 ) -> None:
     faulty = FaultyClient(client)
-    sink = DynamoDbMessageSink(cast(Any, faulty), TABLES.messages)
-    faulty.plan("put_item", raising(client_error("ThrottlingException")))
+    sink = DynamoDbMessageSink(cast(Any, faulty), TABLES.messages, retry_budget_s=0.2)
+    faulty.plan("batch_write_item", unprocessed(1), times=1_000)
 
-    with pytest.raises(SinkUnavailable, match="ThrottlingException"):
+    with pytest.raises(SinkUnavailable, match="unprocessed"):
         await sink.write(batch(20))
-    # The other puts landed; the caller retries the whole batch, which is idempotent.
+    # Some landed; the caller retries the whole batch, which is idempotent.
     assert 0 < len(await read_messages(client, TABLES.messages, "c1")) < 20
+    faulty._plans.clear()
     await sink.write(batch(20))
     assert len(await read_messages(client, TABLES.messages, "c1")) == 20
-    assert faulty.calls["put_item"] == 40
+
+
+async def test_a_throttled_batch_is_sink_unavailable(client: Any) -> None:
+    faulty = FaultyClient(client)
+    sink = DynamoDbMessageSink(cast(Any, faulty), TABLES.messages)
+    faulty.plan("batch_write_item", raising(client_error("ThrottlingException")))
+
+    with pytest.raises(SinkUnavailable, match="ThrottlingException"):
+        await sink.write(batch(3))
 
 
 async def test_a_message_larger_than_an_item_may_be_is_refused_alone(client: Any) -> None:
@@ -65,17 +116,100 @@ async def test_a_message_larger_than_an_item_may_be_is_refused_alone(client: Any
     assert [m.seq for m in await read_messages(client, TABLES.messages, "c1")] == [0, 2]
 
 
-async def test_the_service_refusing_an_item_is_reported_as_invalid_not_raised(
+async def test_the_service_refusing_an_item_is_found_alone_and_reported_as_invalid(
     client: Any,
 ) -> None:
     faulty = FaultyClient(client)
     sink = DynamoDbMessageSink(cast(Any, faulty), TABLES.messages)
+    faulty.plan("batch_write_item", raising(client_error("ValidationException")))
     faulty.plan("put_item", raising(client_error("ValidationException")))
 
     with pytest.raises(SinkRefused) as refused:
-        await sink.write(batch(1))
+        await sink.write(batch(3))
 
-    assert refused.value.invalid == {("c1", 0)}
+    assert refused.value.invalid == {("c1", 0)}  # the first put was refused, the others stored
+    assert [m.seq for m in await read_messages(client, TABLES.messages, "c1")] == [1, 2]
+
+
+# Fencing by the key (docs/decisions.md): a stale owner's write that no check could stop (a
+# request delayed past its deadline, a retry sent after it) lands on its own key, beside the
+# newer owner's item; every reader and the resume point take the newer one.
+
+
+async def test_a_stale_owners_late_write_never_replaces_a_newer_owners_message(
+    client: Any,
+) -> None:
+    old = DynamoDbMessageSink(client, TABLES.messages)
+    new = DynamoDbMessageSink(client, TABLES.messages)
+    await old.write([StoredMessage("c1", 1, "one", 1, "w1#1", 1, 0)])  # its mark learned
+    # The new owner resumed at 1 and stored 2 and 3; the old owner's delayed write of 2 (other
+    # data, prev link elsewhere) then lands, blind: for the old owner 2 is above its mark.
+    newer = [
+        StoredMessage("c1", 2, "two", 2, "w2#1", 2, 1),
+        StoredMessage("c1", 3, "3", 2, "w2#1", 2, 2),
+    ]
+    await new.write(newer)
+    await old.write([StoredMessage("c1", 2, "late", 3, "w1#1", 1, 0)])
+
+    stored = await read_messages(client, TABLES.messages, "c1")
+
+    assert [m.data for m in stored] == ["one", "two", "3"]
+    assert stored[1] == newer[0]
+    assert await new.resume_point("c1", 0) == 3
+
+
+async def test_a_stale_batch_sent_raw_after_the_newer_owner_cannot_overwrite_it(
+    client: Any,
+) -> None:
+    """The key design alone, with no sink in the way: the stale token's items are its own."""
+    new = DynamoDbMessageSink(client, TABLES.messages)
+    await new.write(
+        [StoredMessage("c1", seq, f"new {seq}", 1, "w2#1", 7, seq - 1) for seq in (1, 2)]
+    )
+
+    await seed(
+        client, [StoredMessage("c1", seq, f"old {seq}", 1, "w1#1", 6, seq - 1) for seq in (1, 2, 3)]
+    )
+
+    stored = await read_messages(client, TABLES.messages, "c1")
+    assert [(m.seq, m.data, m.token) for m in stored] == [
+        (1, "new 1", 7),
+        (2, "new 2", 7),
+        (3, "old 3", 6),
+    ]
+
+
+async def test_a_resumed_owner_rewriting_seqs_below_its_mark_checks_each_once(
+    client: Any,
+) -> None:
+    await DynamoDbMessageSink(client, TABLES.messages).write(batch(5))  # token 3 stored 0..4
+    sink = DynamoDbMessageSink(client, TABLES.messages)
+    replayed = [StoredMessage("c1", seq, f"m{seq}", 1, "w2", 4, seq - 1) for seq in range(3, 8)]
+
+    await sink.write(replayed)
+
+    assert sink.operations["check"] == 2, "3 and 4 may meet a copy; 5..7 cannot"
+    assert [m.token for m in await read_messages(client, TABLES.messages, "c1")] == [
+        3,
+        3,
+        3,
+        4,
+        4,
+        4,
+        4,
+        4,
+    ]
+
+
+async def test_forgotten_marks_are_learned_again(client: Any) -> None:
+    sink = DynamoDbMessageSink(client, TABLES.messages, tracked_owners=2)
+    for cid in ("a", "b", "c", "a"):
+        await sink.write(batch(1, cid))
+
+    assert sink.operations["mark"] == 4  # a was forgotten when c was learned
+    with pytest.raises(SinkRefused) as refused:
+        await sink.write([StoredMessage("a", 0, "other", 1, "w1", 3, -1)])
+    assert refused.value.conflicts == {("a", 0)}, "a forgotten mark is learned, never assumed"
 
 
 async def test_a_retention_stamps_each_message_with_a_ttl(client: Any) -> None:
@@ -86,9 +220,8 @@ async def test_a_retention_stamps_each_message_with_a_ttl(client: Any) -> None:
     await kept.write(batch(1, "kept"))
 
     def item(cid: str) -> Any:
-        return client.get_item(
-            TableName=TABLES.messages, Key={"pk": {"S": f"CONN#{cid}"}, "sk": {"N": "0"}}
-        )
+        key = {"pk": {"S": f"CONN#{cid}"}, "sk": {"N": str(schema.message_key(0, 3))}}
+        return client.get_item(TableName=TABLES.messages, Key=key)
 
     assert (await item("expiring"))["Item"]["expires_at"] == {"N": str(1_700_000_000 + 86_400)}
     assert "expires_at" not in (await item("kept"))["Item"]
@@ -144,7 +277,7 @@ async def test_the_resume_point_reads_no_page_past_the_first_hole(client: Any) -
     names = first["ExpressionAttributeNames"]
     projected = {names[name.strip()] for name in first["ProjectionExpression"].split(",")}
     assert projected == {schema.SK, schema.MESSAGE_PREV}, "seq and prev only, never the data"
-    assert first["ExpressionAttributeValues"][":checkpoint"] == {"N": "0"}
+    assert first["ExpressionAttributeValues"][":first"] == {"N": str(schema.message_key(1, 0))}
 
 
 async def test_a_throttled_resume_point_read_is_sink_unavailable(client: Any) -> None:
