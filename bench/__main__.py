@@ -21,6 +21,8 @@ from bench.fleet_scenario import run_fleet
 from bench.ingest import run_ingest
 from bench.limits import raise_open_files
 from bench.report import table
+from bench.sink_writers import render as render_sinks
+from bench.sink_writers import run_sink_bench
 from bench.store_cost import run_store_cost
 from bench.upstream import SimulatorProcess, simulator
 from entrypoints.devstack.aws import open_local_aws
@@ -38,6 +40,7 @@ SUITES = (
     "tls-throughput",
     "floor",
     "ingest",
+    "sink",
 )
 log = logging.getLogger("bench")
 
@@ -226,6 +229,9 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
                 await run_ingest(log_dir, "sqlite", 20, 500.0, args.window),
                 await run_ingest(log_dir, "dynamodb", 10, 200.0, args.window),
             ]
+        elif suite == "sink":
+            results["sink"] = await run_sink_bench(log_dir, 2_000 if args.quick else 10_000)
+            print(render_sinks(results["sink"]), flush=True)
         save(out, results)  # after each suite: a later failure keeps what was measured
     return results
 

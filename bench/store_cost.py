@@ -38,10 +38,11 @@ STEADY_COUNTS = (10, 100, 10_000)
 
 
 @asynccontextmanager
-async def _dynamodb(log_dir: Path) -> AsyncIterator[tuple[Any, str]]:
-    """A fresh DynamoDB (the dev stack's: DynamoDB Local when installed) with the tables."""
+async def local_dynamodb(log_dir: Path, name: str) -> AsyncIterator[tuple[Any, str]]:
+    """A fresh DynamoDB (the dev stack's: DynamoDB Local when installed) with the tables, and
+    a description of its engine. Logs under log_dir / name."""
     async with AsyncExitStack() as stack:
-        aws = await stack.enter_async_context(open_local_aws(log_dir / "store-cost-aws"))
+        aws = await stack.enter_async_context(open_local_aws(log_dir / name))
         client = await stack.enter_async_context(
             get_session().create_client(
                 "dynamodb",
@@ -200,7 +201,7 @@ async def steady_worker_hour(
 
 async def run_store_cost(log_dir: Path, counts: Sequence[int] = STEADY_COUNTS) -> dict[str, Any]:
     config = WorkerConfig()
-    async with _dynamodb(log_dir) as (client, engine):
+    async with local_dynamodb(log_dir, "store-cost-aws") as (client, engine):
         meter = Meter()
         metered: Any = MeteringClient(client, meter)
         store = DynamoDbConnectionStore(metered)
