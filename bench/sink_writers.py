@@ -11,7 +11,8 @@ Per writer: stored messages/s, requests per message (counted at `before-send`, e
 attempt), client CPU per message (this process's CPU time: DynamoDB Local is another
 process; SQLite's threads are this process's and counted) and write units per message (from
 ReturnConsumedCapacity). The project sink's count includes its one mark read per connection
-(`messages` per run / 50 connections)."""
+(`messages` per run / 50 connections). The sink also runs at its own batch size (100: four
+requests side by side), which is what a worker sends."""
 
 import statistics
 import tempfile
@@ -125,7 +126,7 @@ async def run_sink_bench(log_dir: Path, count: int = 10_000, rounds: int = 3) ->
                 for table in names.values():
                     await create_tables(client, schema.TableNames(messages=table))
                 writers: dict[str, Writer] = {
-                    "wsfleet DynamoDbMessageSink": _sink_writer(
+                    "wsfleet DynamoDbMessageSink (batches of 25)": _sink_writer(
                         DynamoDbMessageSink(client, names["sink"])
                     ),
                     "raw BatchWriteItem": _raw_batch(client, names["batch"]),
@@ -135,6 +136,16 @@ async def run_sink_bench(log_dir: Path, count: int = 10_000, rounds: int = 3) ->
                 }
                 for name, write in writers.items():
                     results.setdefault(name, []).append(await _measure(write, batches, requests))
+                # Its own batch size: four requests of 25 side by side, still one batch in
+                # flight for the writer.
+                await create_tables(client, schema.TableNames(messages=f"bench-sink100-{run}"))
+                wide = DynamoDbMessageSink(client, f"bench-sink100-{run}")
+                wide_batches = [
+                    stream[i : i + wide.max_batch] for i in range(0, len(stream), wide.max_batch)
+                ]
+                results.setdefault(
+                    f"wsfleet DynamoDbMessageSink (batches of {wide.max_batch})", []
+                ).append(await _measure(_sink_writer(wide), wide_batches, requests))
                 async with SqliteMessageSink.open(Path(tmp) / f"sink-{run}.sqlite") as sqlite:
                     sqlite_batches = [
                         stream[i : i + sqlite.max_batch]
@@ -152,7 +163,7 @@ async def run_sink_bench(log_dir: Path, count: int = 10_000, rounds: int = 3) ->
                     ).append(measured)
     summary = {name: _summarize(runs) for name, runs in results.items()}
     floor = summary["raw BatchWriteItem"]
-    ours = summary["wsfleet DynamoDbMessageSink"]
+    ours = summary["wsfleet DynamoDbMessageSink (batches of 25)"]
     return {
         "engine": engine,
         "messages_per_run": count,
