@@ -23,6 +23,7 @@ from dependency_injector import containers, providers
 
 from adapters.cloudwatch.metrics import CloudWatchMetrics
 from adapters.dynamodb.connection_store import DynamoDbConnectionStore
+from adapters.dynamodb.message_reader import DynamoDbMessageReader
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.dynamodb.schema import TableNames
 from adapters.memory.metrics import InMemoryMetrics
@@ -49,7 +50,7 @@ from application.router import EventRouter
 from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
 from entrypoints.api import EventApi
-from entrypoints.extensions import user_hook, user_sink
+from entrypoints.extensions import no_reader, user_hook, user_sink
 from entrypoints.metrics import TeeMetrics, prometheus_metrics
 from entrypoints.settings import Settings
 
@@ -253,6 +254,13 @@ class AwsContainer(containers.DeclarativeContainer):
             on_retry=providers.Callable(_counter, metrics, SINK_RETRIES),
         ),
         custom=providers.Resource(user_sink, settings),
+    )
+    reader = providers.Selector(
+        providers.Callable(_sink_choice, settings),
+        default=providers.Singleton(
+            DynamoDbMessageReader, dynamodb, settings.provided.messages_table
+        ),
+        custom=providers.Callable(no_reader, settings),
     )
     upstream = providers.Singleton(
         WebSocketConnector,

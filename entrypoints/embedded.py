@@ -28,9 +28,9 @@ from adapters.sqlite.queue import SqliteNotificationQueue
 from adapters.sqlite.store import SqliteConnectionStore
 from adapters.system.clock import SystemClock
 from adapters.websocket import WebSocketConnector
-from application.ports import Clock, MessageSink
+from application.ports import Clock
 from entrypoints.containers import CoreContainer, websocket_options
-from entrypoints.extensions import user_hook, user_sink
+from entrypoints.extensions import no_reader, user_hook, user_sink
 from entrypoints.metrics import TeeMetrics, prometheus_metrics
 from entrypoints.settings import Settings
 
@@ -61,7 +61,7 @@ async def sqlite_queue(settings: Settings, clock: Clock) -> AsyncIterator[Sqlite
         yield queue
 
 
-async def sqlite_sink(settings: Settings) -> AsyncIterator[MessageSink]:
+async def sqlite_sink(settings: Settings) -> AsyncIterator[SqliteMessageSink]:
     async with SqliteMessageSink.open(messages_path(settings)) as sink:
         yield sink
 
@@ -79,10 +79,16 @@ class EmbeddedContainer(containers.DeclarativeContainer):
     clock = providers.Singleton(SystemClock)
     store = providers.Resource(sqlite_store, settings)
     queue = providers.Resource(sqlite_queue, settings, clock)
+    sqlite_messages = providers.Resource(sqlite_sink, settings)
     sink = providers.Selector(
         providers.Callable(_sink_choice, settings),
-        default=providers.Resource(sqlite_sink, settings),
+        default=sqlite_messages,
         custom=providers.Resource(user_sink, settings),
+    )
+    reader = providers.Selector(
+        providers.Callable(_sink_choice, settings),
+        default=sqlite_messages,
+        custom=providers.Callable(no_reader, settings),
     )
     # Scraped at the health port's /metrics (entrypoints/worker/health.py).
     prometheus = providers.Singleton(prometheus_metrics, "embedded")

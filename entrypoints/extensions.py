@@ -16,7 +16,7 @@ from typing import Any
 
 from adapters.websocket import UpstreamHook
 from application.errors import ConfigurationError
-from application.ports import MessageSink
+from application.ports import MessageReader, MessageSink
 from entrypoints.settings import Settings
 
 SINK_VARIABLE = "WSFLEET_MESSAGE_SINK"
@@ -99,3 +99,11 @@ def _checked_sink(sink: Any, ref: str) -> MessageSink:
         )
     checked: MessageSink = sink
     return checked
+
+
+def no_reader(settings: Settings) -> MessageReader:
+    """`wsfleet messages` with a sink of the team's own: only the built-in sinks are read."""
+    raise ConfigurationError(
+        f"{SINK_VARIABLE}={settings.message_sink}: `wsfleet messages` reads the built-in sinks "
+        "only (the DynamoDB messages table, messages.sqlite); read your sink where it stores"
+    )

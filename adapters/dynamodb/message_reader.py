@@ -25,9 +25,11 @@ class DynamoDbMessageReader:
         self._client = client
         self._table = table
 
-    async def messages(self, connection_id: str, from_seq: int = 0) -> list[StoredMessage]:
-        """The stored messages of a connection from `from_seq` on, ascending, one per seq.
-        Raises SinkUnavailable."""
+    async def messages(
+        self, connection_id: str, from_seq: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Up to `limit` (None: all) stored messages of a connection from `from_seq` on,
+        ascending, one per seq. Raises SinkUnavailable."""
         items: list[Any] = []
         start: dict[str, Any] | None = None
         while True:
@@ -41,6 +43,9 @@ class DynamoDbMessageReader:
                 },
                 "ConsistentRead": True,
             }
+            if limit is not None:
+                # One more than asked: the last seq's every copy is read once a later seq is.
+                request["Limit"] = limit + 1
             if start:
                 request["ExclusiveStartKey"] = start
             with unavailable_as(SinkUnavailable, "message read"):
@@ -48,8 +53,15 @@ class DynamoDbMessageReader:
             items.extend(response["Items"])
             start = response.get("LastEvaluatedKey")
             if not start:
-                return [message_from_item(item) for item in latest_versions(items)]
+                return [message_from_item(item) for item in list(latest_versions(items))[:limit]]
+            if limit is not None and _seqs_beyond(items, limit):
+                return [message_from_item(item) for item in list(latest_versions(items))[:limit]]
 
     async def seqs(self, connection_id: str) -> list[int]:
         """The stored seqs of a connection, ascending. Raises SinkUnavailable."""
         return [m.seq for m in await self.messages(connection_id)]
+
+
+def _seqs_beyond(items: list[Any], limit: int) -> bool:
+    """More than `limit` distinct seqs read (items ascend by seq): the first `limit` are whole."""
+    return len(items) > limit and len(list(latest_versions(items))) > limit

@@ -51,6 +51,10 @@ _READ = (
     f"SELECT connection_id, seq, data, received_at_ms, worker_id, token, prev_seq "
     f"FROM {MESSAGES} WHERE connection_id = ? ORDER BY seq"
 )
+_PAGE = (
+    f"SELECT connection_id, seq, data, received_at_ms, worker_id, token, prev_seq "
+    f"FROM {MESSAGES} WHERE connection_id = ? AND seq >= ? ORDER BY seq LIMIT ?"
+)
 _LINKS = f"SELECT seq, prev_seq FROM {MESSAGES} WHERE connection_id = ? AND seq > ? ORDER BY seq"
 _SEQS = f"SELECT seq FROM {MESSAGES} WHERE connection_id = ? ORDER BY seq"
 _REWRITES = (
@@ -162,6 +166,14 @@ class SqliteMessageSink:
     async def read(self, connection_id: str) -> list[StoredMessage]:
         """Every stored message of a connection, in seq order."""
         rows = await self._db.read(lambda c: c.execute(_READ, (connection_id,)).fetchall())
+        return [_message_from_row(row) for row in rows]
+
+    async def messages(
+        self, connection_id: str, from_seq: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Up to `limit` stored messages from `from_seq` on, in seq order (the primary key's)."""
+        page = (connection_id, from_seq, -1 if limit is None else limit)  # LIMIT -1: no limit
+        rows = await self._db.read(lambda c: c.execute(_PAGE, page).fetchall())
         return [_message_from_row(row) for row in rows]
 
     async def seqs(self, connection_id: str) -> list[int]:

@@ -84,3 +84,15 @@ class MessageSink(Protocol):
         then falls back to recording checkpoints with the connection. Raises SinkUnavailable
         if the sink cannot be read now."""
         ...
+
+
+class MessageReader(Protocol):
+    """Reading a built-in sink back (`wsfleet messages`): the sink port only writes."""
+
+    async def messages(
+        self, connection_id: str, from_seq: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Up to `limit` (None: all) stored messages of the connection with seq >= from_seq,
+        ascending, one per seq (the sink's own rule where it keeps several copies). Raises
+        SinkUnavailable."""
+        ...

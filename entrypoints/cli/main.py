@@ -16,6 +16,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from application.errors import ApplicationError, ConfigurationError
+from application.ports.sink import MAX_SEQ
 from application.url_policy import ForbiddenUrl
 from domain import DomainError
 from entrypoints.cli import simulate
@@ -133,6 +134,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON (the API's views)")
 
     p = command(
+        "messages",
+        "print a connection's stored messages in seq order (the built-in sinks)",
+        "messages:messages",
+    )
+    p.add_argument("connection_id", metavar="ID", help="the connection id")
+    p.add_argument(
+        "--from-seq", type=_seq, default=0, help="the first seq to print [0: from the start]"
+    )
+    p.add_argument("--follow", action="store_true", help="keep printing new messages (Ctrl-C)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line, every field")
+    p.add_argument("--interval", type=_seconds, default=1.0, help="--follow: seconds between reads")
+    p.add_argument("--page", type=_positive, default=1000, help="messages read per request")
+
+    p = command(
         "end-session",
         "a worker is certainly gone: end its sessions now and hint its connections to the others",
         "deaths:end_session",
@@ -241,6 +256,13 @@ def _positive(text: str) -> int:
     value = _int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def _seq(text: str) -> int:
+    value = _int(text)
+    if not 0 <= value <= MAX_SEQ:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a seq (an integer in 0..2^63-1)")
     return value
 
 

@@ -26,6 +26,7 @@ COMMANDS = (
     "stop",
     "status",
     "history",
+    "messages",
     "end-session",
     "fleet",
     "simulate-upstream",
