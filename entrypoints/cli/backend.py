@@ -7,6 +7,9 @@ more likely a typo than a wish); commands that only read or change what exists (
 `history`, `stop`) refuse a missing directory rather than create an empty database there.
 """
 
+import logging
+import os
+import stat
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,6 +19,8 @@ from application.errors import ConfigurationError
 from entrypoints.containers import AwsContainer, shutdown
 from entrypoints.embedded import EmbeddedContainer
 from entrypoints.settings import Settings, load_settings
+
+log = logging.getLogger(__name__)
 
 
 def command_settings(
@@ -39,8 +44,18 @@ def command_settings(
     return settings
 
 
+# The data directory holds every upstream URL with its credentials and every message: only
+# its owner may read it. With this umask every file the process creates (SQLite's database,
+# -wal and -shm files) is 0600 and the directory 0700, whatever the shell's umask was.
+PRIVATE_UMASK = 0o077
+
+
 def ensure_data_dir(path: Path, *, create: bool) -> None:
+    """The embedded backend's data directory, private to its owner (see PRIVATE_UMASK): an
+    existing one that others can read is kept as it is, with a warning that says the fix."""
+    os.umask(PRIVATE_UMASK)
     if path.is_dir():
+        _warn_if_shared(path)
         return
     if path.exists():
         raise ConfigurationError(f"data directory {path} is not a directory")
@@ -56,11 +71,26 @@ def ensure_data_dir(path: Path, *, create: bool) -> None:
             "not exist (only the last component is created)"
         )
     try:
-        path.mkdir()
+        path.mkdir(mode=0o700)
     except FileExistsError:
         pass  # another process created it meanwhile
     except OSError as exc:
         raise ConfigurationError(f"cannot create data directory {path}: {exc}") from exc
+
+
+def _warn_if_shared(path: Path) -> None:
+    shared = [p for p in (path, *sorted(path.glob("*.sqlite*"))) if p.stat().st_mode & 0o077]
+    for found in shared:
+        mode = stat.S_IMODE(found.stat().st_mode)
+        fix = "700" if found.is_dir() else "600"
+        log.warning(
+            "%s is readable by other users (mode %o): it holds upstream URLs with their "
+            "credentials and the messages; run `chmod %s %s`",
+            found,
+            mode,
+            fix,
+            found,
+        )
 
 
 def new_container(settings: Settings) -> Any:
