@@ -26,6 +26,7 @@ from adapters.dynamodb.connection_store import DynamoDbConnectionStore
 from adapters.dynamodb.message_reader import DynamoDbMessageReader
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.dynamodb.schema import TableNames
+from adapters.kinesis import KinesisMessageReader, KinesisMessageSink
 from adapters.memory.metrics import InMemoryMetrics
 from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.sink import InMemoryMessageSink
@@ -50,7 +51,7 @@ from application.router import EventRouter
 from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
 from entrypoints.api import EventApi
-from entrypoints.extensions import no_reader, user_hook, user_sink
+from entrypoints.extensions import no_reader, sink_choice, user_hook, user_sink
 from entrypoints.metrics import TeeMetrics, prometheus_metrics
 from entrypoints.settings import Settings
 
@@ -190,10 +191,6 @@ def _counter(metrics: Metrics, name: str) -> Callable[[int], None]:
     return lambda value: metrics.count(name, value)
 
 
-def _sink_choice(settings: Settings) -> str:
-    return "custom" if settings.message_sink else "default"
-
-
 class AwsContainer(containers.DeclarativeContainer):
     """The AWS deployment: DynamoDB store and messages table, SQS hints, CloudWatch metrics,
     WebSocket upstreams."""
@@ -244,21 +241,35 @@ class AwsContainer(containers.DeclarativeContainer):
     # Scraped at the health port's /metrics (entrypoints/worker/health.py).
     prometheus = providers.Singleton(prometheus_metrics, "aws")
     metrics = providers.Singleton(TeeMetrics, cloudwatch_metrics, prometheus)
+    # Opened only when the Kinesis sink is chosen (a Resource starts when first provided).
+    kinesis_config = providers.Singleton(
+        lambda s: client_config(s, pool=10, read_timeout_s=s.aws_read_timeout_s), settings
+    )
+    kinesis = providers.Resource(aws_client, session, "kinesis", settings, kinesis_config)
     sink = providers.Selector(
-        providers.Callable(_sink_choice, settings),
-        default=providers.Singleton(
+        providers.Callable(sink_choice, settings),
+        dynamodb=providers.Singleton(
             DynamoDbMessageSink,
             dynamodb,
             settings.provided.messages_table,
             retention_s=providers.Callable(_retention_s, settings),
             on_retry=providers.Callable(_counter, metrics, SINK_RETRIES),
         ),
+        kinesis=providers.Singleton(
+            KinesisMessageSink,
+            kinesis,
+            settings.provided.kinesis_stream,
+            on_retry=providers.Callable(_counter, metrics, SINK_RETRIES),
+        ),
         custom=providers.Resource(user_sink, settings),
     )
     reader = providers.Selector(
-        providers.Callable(_sink_choice, settings),
-        default=providers.Singleton(
+        providers.Callable(sink_choice, settings),
+        dynamodb=providers.Singleton(
             DynamoDbMessageReader, dynamodb, settings.provided.messages_table
+        ),
+        kinesis=providers.Singleton(
+            KinesisMessageReader, kinesis, settings.provided.kinesis_stream
         ),
         custom=providers.Callable(no_reader, settings),
     )

@@ -30,7 +30,7 @@ from adapters.system.clock import SystemClock
 from adapters.websocket import WebSocketConnector
 from application.ports import Clock
 from entrypoints.containers import CoreContainer, websocket_options
-from entrypoints.extensions import no_reader, user_hook, user_sink
+from entrypoints.extensions import no_reader, sink_choice, user_hook, user_sink
 from entrypoints.metrics import TeeMetrics, prometheus_metrics
 from entrypoints.settings import Settings
 
@@ -66,10 +66,6 @@ async def sqlite_sink(settings: Settings) -> AsyncIterator[SqliteMessageSink]:
         yield sink
 
 
-def _sink_choice(settings: Settings) -> str:
-    return "custom" if settings.message_sink else "default"
-
-
 class EmbeddedContainer(containers.DeclarativeContainer):
     """One host: SQLite store, queue and sink under the data directory, JSON-log metrics,
     WebSocket upstreams."""
@@ -81,13 +77,13 @@ class EmbeddedContainer(containers.DeclarativeContainer):
     queue = providers.Resource(sqlite_queue, settings, clock)
     sqlite_messages = providers.Resource(sqlite_sink, settings)
     sink = providers.Selector(
-        providers.Callable(_sink_choice, settings),
-        default=sqlite_messages,
+        providers.Callable(sink_choice, settings),
+        sqlite=sqlite_messages,
         custom=providers.Resource(user_sink, settings),
     )
     reader = providers.Selector(
-        providers.Callable(_sink_choice, settings),
-        default=sqlite_messages,
+        providers.Callable(sink_choice, settings),
+        sqlite=sqlite_messages,
         custom=providers.Callable(no_reader, settings),
     )
     # Scraped at the health port's /metrics (entrypoints/worker/health.py).

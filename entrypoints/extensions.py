@@ -107,3 +107,13 @@ def no_reader(settings: Settings) -> MessageReader:
         f"{SINK_VARIABLE}={settings.message_sink}: `wsfleet messages` reads the built-in sinks "
         "only (the DynamoDB messages table, messages.sqlite); read your sink where it stores"
     )
+
+
+def sink_choice(settings: Settings) -> str:
+    """Which sink the container provides: a built-in one by name (the backend's own when
+    WSFLEET_MESSAGE_SINK is unset), or "custom" for module:attribute. The settings refused
+    a built-in sink the backend cannot run."""
+    sink = settings.message_sink
+    if sink is None:
+        return "sqlite" if settings.backend == "embedded" else "dynamodb"
+    return "custom" if ":" in sink else sink

@@ -8,7 +8,8 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from adapters.dynamodb import backoff, schema
+from adapters import backoff
+from adapters.dynamodb import schema
 from adapters.dynamodb.errors import unavailable_as
 from adapters.dynamodb.expressions import name
 from adapters.dynamodb.items import (

@@ -72,7 +72,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from botocore.exceptions import ClientError
 
-from adapters.dynamodb import backoff, conditions, schema
+from adapters import backoff
+from adapters.dynamodb import conditions, schema
 from adapters.dynamodb.connection_queries import ConnectionQueries
 from adapters.dynamodb.errors import (
     CONDITION_FAILED,

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from adapters.backoff import delay_s
 from adapters.dynamodb import schema
-from adapters.dynamodb.backoff import delay_s
 from adapters.dynamodb.errors import error_code, unavailable_as
 from adapters.dynamodb.items import latest_versions, message_to_item
 from application.aio import gather_all

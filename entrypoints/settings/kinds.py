@@ -152,7 +152,22 @@ class ImportRef:
         return raw
 
     def describe(self) -> str:
-        return "module:attribute (e.g. mypackage.sinks:KinesisSink)"
+        return "module:attribute (e.g. mypackage.hooks:AuthHook)"
+
+
+BUILT_IN_SINKS = ("dynamodb", "sqlite", "kinesis")
+
+
+class SinkRef:
+    """A built-in sink by name, or `package.module:attribute` (a sink of your own)."""
+
+    def parse(self, raw: str) -> str:
+        if raw in BUILT_IN_SINKS or _IMPORT_REF.fullmatch(raw):
+            return raw
+        raise ValueError(f"expected {self.describe()}")
+
+    def describe(self) -> str:
+        return f"{', '.join(BUILT_IN_SINKS)}, or module:attribute (e.g. mypackage.sinks:FileSink)"
 
 
 class OrNone:

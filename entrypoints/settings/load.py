@@ -62,6 +62,7 @@ class Settings:
     allowed_upstream_hosts: tuple[str, ...]
     allow_private_upstreams: bool
     message_sink: str | None
+    kinesis_stream: str | None
     upstream_hook: str | None
     upstream_resume_param: str | None
     upstream_seq_field: str
@@ -102,9 +103,34 @@ def load_settings(environ: Mapping[str, str] | None = None, *, aws: bool | None 
     if problems:
         raise SettingsError(problems)
     settings = Settings(**values, worker=_worker_config(worker))
+    if sink := _sink_problems(settings):
+        raise SettingsError(sink)
     if aws or (aws is None and settings.backend == "aws"):
         _require_aws(settings, env)
     return settings
+
+
+# The built-in sinks each backend can run: the embedded backend has no AWS clients, and a
+# SQLite file cannot be shared by the workers of several hosts.
+_SINKS_OF_BACKEND = {"embedded": ("sqlite",), "aws": ("dynamodb", "kinesis")}
+
+
+def _sink_problems(settings: Settings) -> list[str]:
+    sink = settings.message_sink
+    if sink is None or ":" in sink:
+        return []
+    problems = []
+    if sink not in _SINKS_OF_BACKEND[settings.backend]:
+        problems.append(
+            f"{PREFIX}MESSAGE_SINK={sink}: not with {PREFIX}BACKEND={settings.backend} (it runs "
+            f"{' or '.join(_SINKS_OF_BACKEND[settings.backend])}, or a sink of your own)"
+        )
+    if sink == "kinesis" and not settings.kinesis_stream:
+        problems.append(
+            f"{PREFIX}KINESIS_STREAM: required when {PREFIX}MESSAGE_SINK=kinesis "
+            "(the stream's name or ARN)"
+        )
+    return problems
 
 
 def _field_problems(setting: Setting, value: Any, raw: str) -> list[str]:

@@ -24,6 +24,7 @@ from entrypoints.settings.kinds import (
     Names,
     Number,
     OrNone,
+    SinkRef,
     Text,
 )
 
@@ -49,6 +50,11 @@ class Setting:
 # Not SQS's 30 s default: see the meaning of WSFLEET_HINT_VISIBILITY_TIMEOUT_S below.
 HINT_VISIBILITY_TIMEOUT_S = 5
 _TABLE_NAME = Text(r"[A-Za-z0-9_.-]{3,255}", "DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)")
+# A stream name (1-128 of A-Z a-z 0-9 _ . -) or its ARN.
+_KINESIS_STREAM = Text(
+    r"[A-Za-z0-9_.-]{1,128}|arn:aws[a-z-]*:kinesis:[a-z0-9-]+:\d{12}:stream/[A-Za-z0-9_.-]{1,128}",
+    "Kinesis stream name or ARN",
+)
 _HOST = Text(
     r"\.?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*",
     "host name, or .suffix",
@@ -359,10 +365,19 @@ _EXTENSIONS = (
     _s(
         "MESSAGE_SINK",
         "message_sink",
-        ImportRef(),
+        SinkRef(),
         None,
-        "Your message sink: a class or factory taking `settings` that returns a MessageSink "
-        "(or an async context manager of one). Unset: the messages table / embedded store.",
+        "Where messages are stored: `dynamodb` (the messages table; the aws backend's default), "
+        "`sqlite` (messages.sqlite; the embedded default), `kinesis` (a Kinesis data stream, "
+        "WSFLEET_KINESIS_STREAM; aws backend), or your own: a class or factory taking "
+        "`settings` that returns a MessageSink (or an async context manager of one).",
+    ),
+    _s(
+        "KINESIS_STREAM",
+        "kinesis_stream",
+        _KINESIS_STREAM,
+        None,
+        "The Kinesis data stream (name or ARN) of WSFLEET_MESSAGE_SINK=kinesis.",
     ),
     _s(
         "UPSTREAM_HOOK",

@@ -10,9 +10,12 @@ from aiobotocore.session import get_session
 
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.dynamodb.schema import DEFAULT_MESSAGES_TABLE
+from adapters.kinesis import KinesisMessageSink
 from adapters.sqlite.message_sink import SqliteMessageSink
 from application.ports import StoredMessage
+from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.devstack.aws import LocalAws
+from entrypoints.settings import load_settings
 from tests.e2e.cli_process import run_cli
 from tests.support.deployment import create_deployment_sync
 
@@ -102,3 +105,38 @@ def test_messages_reads_the_dynamodb_sink_one_copy_per_seq_the_newest_owners(
         (5, 2),
         (6, 2),
     ]
+
+
+def test_messages_reads_a_kinesis_stream_sink_once_per_seq(aws: LocalAws, tmp_path: Path) -> None:
+    """WSFLEET_MESSAGE_SINK=kinesis: the container's sink puts records on the stream, and the
+    command reads them back by the consumer rule (a retried batch's copies dropped)."""
+    deployment = create_deployment_sync(aws)
+    env = {**deployment, "WSFLEET_MESSAGE_SINK": "kinesis", "WSFLEET_KINESIS_STREAM": "feeds"}
+
+    async def store() -> None:
+        container = AwsContainer(settings=load_settings(env))
+        try:
+            client = await provide(container.kinesis)
+            await client.create_stream(StreamName="feeds", ShardCount=1)
+            sink = await provide(container.sink)
+            assert isinstance(sink, KinesisMessageSink)
+            await sink.write(stream(1, range(1, 4)))
+            await sink.write(stream(1, range(2, 5)))  # retried: 2 and 3 put twice
+        finally:
+            await shutdown(container)
+
+    asyncio.run(store())
+    flags = ["--backend", "aws", "--endpoint-url", aws.moto_url, "--region", aws.region]
+    flags += [
+        "--dynamodb-endpoint-url",
+        aws.dynamodb_url,
+        "--queue-url",
+        deployment["WSFLEET_QUEUE_URL"],
+    ]
+    sink_env = {"WSFLEET_MESSAGE_SINK": "kinesis", "WSFLEET_KINESIS_STREAM": "feeds", **PRIVATE}
+    assert run_cli(["start", "feed", URL, *flags], tmp_path, sink_env).returncode == 0
+
+    result = run_cli(["messages", "feed", *flags], tmp_path, sink_env)
+
+    assert result.returncode == 0, result.stderr
+    assert [line.split("\t")[0] for line in result.stdout.splitlines()] == ["1", "2", "3", "4"]

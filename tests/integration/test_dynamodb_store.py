@@ -15,7 +15,8 @@ from typing import Any
 import attrs
 import pytest
 
-from adapters.dynamodb import backoff, schema
+from adapters import backoff
+from adapters.dynamodb import schema
 from adapters.dynamodb.connection_store import DynamoDbConnectionStore
 from adapters.dynamodb.items import event_to_item
 from adapters.dynamodb.tables import create_tables

@@ -94,7 +94,11 @@ def test_values_are_parsed_into_their_types() -> None:
         ("WSFLEET_ALLOW_PRIVATE_UPSTREAMS", "maybe", "expected true/false"),
         ("WSFLEET_AWS_ENDPOINT_URL", "localhost:4566", "expected http:// or https:// URL"),
         ("WSFLEET_CONNECTIONS_TABLE", "a b", "expected DynamoDB table name"),
-        ("WSFLEET_MESSAGE_SINK", "my_sink.py", "expected module:attribute"),
+        (
+            "WSFLEET_MESSAGE_SINK",
+            "my_sink.py",
+            "expected dynamodb, sqlite, kinesis, or module:attribute",
+        ),
         ("WSFLEET_HEALTH_PORT", "70000", "expected integer 0..65535"),
         ("WSFLEET_ALLOWED_UPSTREAM_HOSTS", "ok.com,bad host", "'bad host' is not"),
         ("WSFLEET_REGION", "Europe", "expected an AWS region"),
@@ -152,3 +156,41 @@ def test_the_api_token_is_never_echoed() -> None:
     assert "tooshort-secret" not in str(refused.value)
     assert settings.api_token == "long-enough-secret-value"
     assert "long-enough-secret-value" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        (
+            {"WSFLEET_MESSAGE_SINK": "dynamodb"},
+            "WSFLEET_MESSAGE_SINK=dynamodb: not with WSFLEET_BACKEND=embedded",
+        ),
+        (
+            {"WSFLEET_MESSAGE_SINK": "kinesis"},
+            "WSFLEET_MESSAGE_SINK=kinesis: not with WSFLEET_BACKEND=embedded",
+        ),
+        (
+            {"WSFLEET_BACKEND": "aws", "WSFLEET_MESSAGE_SINK": "sqlite"},
+            "WSFLEET_MESSAGE_SINK=sqlite: not with WSFLEET_BACKEND=aws",
+        ),
+        (
+            {"WSFLEET_BACKEND": "aws", "WSFLEET_MESSAGE_SINK": "kinesis"},
+            "WSFLEET_KINESIS_STREAM: required when WSFLEET_MESSAGE_SINK=kinesis",
+        ),
+    ],
+)
+def test_a_built_in_sink_the_backend_cannot_run_is_refused_by_name(
+    env: dict[str, str], problem: str
+) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(env, aws=False)
+
+    assert any(p.startswith(problem) for p in refused.value.problems), refused.value.problems
+
+
+def test_built_in_sinks_are_taken_by_name() -> None:
+    aws = {"WSFLEET_BACKEND": "aws", "WSFLEET_MESSAGE_SINK": "kinesis"}
+    settings = load_settings({**aws, "WSFLEET_KINESIS_STREAM": "feeds"}, aws=False)
+
+    assert (settings.message_sink, settings.kinesis_stream) == ("kinesis", "feeds")
+    assert load_settings({"WSFLEET_MESSAGE_SINK": "sqlite"}).message_sink == "sqlite"

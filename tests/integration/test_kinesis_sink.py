@@ -1,0 +1,159 @@
+"""KinesisMessageSink and its reader on moto's Kinesis (server mode): records read back once
+per seq by the reader's rule, a connection's records in order on its shard even when some of a
+request fail, the service's limits, outages as SinkUnavailable, no resume point."""
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any, cast
+
+import pytest
+from aiobotocore.session import get_session
+
+from adapters.kinesis import KinesisMessageReader, KinesisMessageSink
+from application.errors import SinkRefused, SinkUnavailable
+from application.ports import StoredMessage
+from entrypoints.devstack.aws import LocalAws
+from tests.support.dynamodb import FaultyClient, client_error, raising
+
+STREAM = "test-messages"
+
+
+@pytest.fixture
+async def client(aws: LocalAws) -> AsyncIterator[Any]:
+    async with get_session().create_client(
+        "kinesis",
+        region_name=aws.region,
+        endpoint_url=aws.moto_url,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    ) as client:
+        await client.create_stream(StreamName=STREAM, ShardCount=2)
+        yield client
+        await client.delete_stream(StreamName=STREAM, EnforceConsumerDeletion=True)
+
+
+def message(seq: int, cid: str = "c1", token: int = 1, data: str | None = None) -> StoredMessage:
+    text = f'{{"seq": {seq}}}' if data is None else data
+    return StoredMessage(cid, seq, text, 1_700_000_000_000 + seq, f"w{token}#1", token, seq - 1)
+
+
+async def shard_order(client: Any, cid: str) -> list[int]:
+    """The seqs of a connection's records in the order its shard holds them."""
+    seqs: list[int] = []
+    for shard in (await client.list_shards(StreamName=STREAM))["Shards"]:
+        iterator = (
+            await client.get_shard_iterator(
+                StreamName=STREAM, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )
+        )["ShardIterator"]
+        records = (await client.get_records(ShardIterator=iterator, Limit=10_000))["Records"]
+        seqs += [json.loads(r["Data"])["seq"] for r in records if r["PartitionKey"] == cid]
+    return seqs
+
+
+async def test_messages_are_read_back_once_per_seq_in_order(client: Any) -> None:
+    sink = KinesisMessageSink(client, STREAM)
+    batch = [message(seq, cid) for seq in (1, 2, 3) for cid in ("a", "b")]
+
+    await sink.write(batch)
+    await sink.write(batch[:4])  # a batch retried after an outage puts its records again
+
+    reader = KinesisMessageReader(client, STREAM)
+    assert await reader.messages("a") == [message(s, "a") for s in (1, 2, 3)]
+    assert [m.seq for m in await reader.messages("b", from_seq=2)] == [2, 3]
+    assert [m.seq for m in await reader.messages("b", limit=2)] == [1, 2]
+    assert await reader.messages("nobody") == []
+    assert await sink.resume_point("a", 0) is None
+
+
+async def test_a_stale_owners_late_record_loses_to_the_newer_owners(client: Any) -> None:
+    sink = KinesisMessageSink(client, STREAM)
+    newer = message(2, token=5, data="newer")
+    await sink.write([message(1, token=4), newer])
+    await sink.write([message(2, token=4, data="late")])  # Kinesis cannot refuse it
+
+    assert await KinesisMessageReader(client, STREAM).messages("c1") == [message(1, token=4), newer]
+
+
+async def test_one_request_per_round_each_with_one_record_per_connection(client: Any) -> None:
+    sink = KinesisMessageSink(client, STREAM)
+
+    await sink.write([message(1, cid) for cid in ("a", "b", "c")])
+    assert sink.operations["PutRecords"] == 1
+
+    await sink.write([message(seq, "a") for seq in (2, 3, 4)] + [message(2, "b")])
+    assert sink.operations["PutRecords"] == 4  # a's 2, 3 and 4 go one round each
+
+
+def failing(indexes: set[int]) -> FaultyClient.Fault:
+    """PutRecords that fails the records at `indexes` (not sent) and puts the rest."""
+
+    async def fault(call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        records = kwargs["Records"]
+        sent = [r for i, r in enumerate(records) if i not in indexes]
+        answer = await call(**{**kwargs, "Records": sent}) if sent else {"Records": []}
+        results = iter(answer["Records"])
+        return {
+            "FailedRecordCount": len(indexes),
+            "Records": [
+                {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "slow"}
+                if i in indexes
+                else next(results)
+                for i in range(len(records))
+            ],
+        }
+
+    return fault
+
+
+async def test_failed_records_are_retried_alone_before_a_later_record_of_theirs(
+    client: Any,
+) -> None:
+    faulty = FaultyClient(client)
+    retried: list[int] = []
+    sink = KinesisMessageSink(cast(Any, faulty), STREAM, on_retry=retried.append)
+    faulty.plan("put_records", failing({0}))  # a's first record fails, b's lands
+
+    await sink.write([message(1, "a"), message(1, "b"), message(2, "a"), message(2, "b")])
+
+    assert await shard_order(client, "a") == [1, 2]
+    assert await shard_order(client, "b") == [1, 2]
+    assert retried == [1]
+    assert sink.operations["failed"] == 1
+
+
+async def test_records_failing_past_the_budget_fail_the_batch_as_unavailable(client: Any) -> None:
+    faulty = FaultyClient(client)
+    sink = KinesisMessageSink(cast(Any, faulty), STREAM, retry_budget_s=0.2)
+    faulty.plan("put_records", failing({0}), times=1_000)
+
+    with pytest.raises(SinkUnavailable, match="ProvisionedThroughputExceededException"):
+        await sink.write([message(1, "a"), message(2, "a")])
+    assert await shard_order(client, "a") == [], "a's second record never went before its first"
+
+
+async def test_a_failed_request_is_an_outage_not_a_bad_message(client: Any) -> None:
+    faulty = FaultyClient(client)
+    sink = KinesisMessageSink(cast(Any, faulty), STREAM)
+    faulty.plan("put_records", raising(client_error("ResourceNotFoundException")))
+
+    with pytest.raises(SinkUnavailable, match="ResourceNotFoundException"):
+        await sink.write([message(1)])
+
+
+async def test_what_a_record_cannot_hold_is_refused_alone(client: Any) -> None:
+    sink = KinesisMessageSink(client, STREAM)
+    too_large = message(2, data="x" * (sink.max_message_bytes + 1))
+    escaped = message(3, data="\x01" * (sink.max_message_bytes // 2))  # 6 bytes each in JSON
+
+    with pytest.raises(SinkRefused) as refused:
+        await sink.write([message(1), too_large, escaped, message(4)])
+
+    assert refused.value.invalid == {("c1", 2), ("c1", 3)}
+    assert [m.seq for m in await KinesisMessageReader(client, STREAM).messages("c1")] == [1, 4]
+
+
+async def test_a_batch_larger_than_max_batch_is_refused(client: Any) -> None:
+    sink = KinesisMessageSink(client, STREAM)
+    with pytest.raises(ValueError, match="max_batch"):
+        await sink.write([message(seq) for seq in range(sink.max_batch + 1)])
