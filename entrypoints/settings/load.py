@@ -102,12 +102,27 @@ def load_settings(environ: Mapping[str, str] | None = None, *, aws: bool | None 
         (worker if setting.worker_config else values)[setting.field] = value
     if problems:
         raise SettingsError(problems)
+    if PREFIX + "CHECKPOINT_INTERVAL_S" not in env and _sink_without_resume_point(values):
+        worker["checkpoint_interval_s"] = CHECKPOINT_WITHOUT_RESUME_POINT_S
     settings = Settings(**values, worker=_worker_config(worker))
     if sink := _sink_problems(settings):
         raise SettingsError(sink)
     if aws or (aws is None and settings.backend == "aws"):
         _require_aws(settings, env)
     return settings
+
+
+# A sink that cannot say what it stored (Kinesis, a sink of your own) is resumed from the
+# checkpoint recorded with the connection, so after a crash the upstream is asked for
+# everything since. Upstreams typically keep a replay buffer of a minute or more; half a minute
+# keeps the ask inside it, for 1 WRU per connection per checkpoint (120 per connection-hour).
+# With a sink that reports its resume point the hourly default stands (docs/deploy.md).
+CHECKPOINT_WITHOUT_RESUME_POINT_S = 30.0
+
+
+def _sink_without_resume_point(values: Mapping[str, Any]) -> bool:
+    sink = values.get("message_sink")
+    return sink is not None and (sink == "kinesis" or ":" in sink)
 
 
 # The built-in sinks each backend can run: the embedded backend has no AWS clients, and a

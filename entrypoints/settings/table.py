@@ -499,7 +499,8 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
     "checkpoint_interval_s": (
         _SECONDS,
         "Seconds between checkpoint writes of each streaming connection (plus one on every "
-        "release). Lower it for a sink that cannot report what it stored.",
+        "release). Unset: 3,600, or 30 with a sink that cannot report what it stored "
+        "(kinesis, a sink of your own), so a takeover asks the upstream for at most ~30 s back.",
     ),
     "reconcile_interval_s": (
         _SECONDS,

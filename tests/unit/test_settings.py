@@ -194,3 +194,18 @@ def test_built_in_sinks_are_taken_by_name() -> None:
 
     assert (settings.message_sink, settings.kinesis_stream) == ("kinesis", "feeds")
     assert load_settings({"WSFLEET_MESSAGE_SINK": "sqlite"}).message_sink == "sqlite"
+
+
+def test_a_sink_without_a_resume_point_checkpoints_every_30_s_unless_told_otherwise() -> None:
+    resumable = load_settings({"WSFLEET_MESSAGE_SINK": "sqlite"})
+    own = load_settings({"WSFLEET_MESSAGE_SINK": "examples.file_sink:create"})
+    told = load_settings(
+        {
+            "WSFLEET_MESSAGE_SINK": "examples.file_sink:create",
+            "WSFLEET_CHECKPOINT_INTERVAL_S": "600",
+        }
+    )
+
+    assert resumable.worker.checkpoint_interval_s == 3_600
+    assert own.worker.checkpoint_interval_s == 30
+    assert told.worker.checkpoint_interval_s == 600
