@@ -71,7 +71,7 @@ data "aws_iam_policy_document" "worker" {
 
   statement {
     sid       = "MessagesTable"
-    actions   = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"]
+    actions   = ["dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:Query"]
     resources = [aws_dynamodb_table.messages.arn]
   }
 

@@ -46,10 +46,10 @@ WORKER: Grants = MappingProxyType(
             "dynamodb:UpdateItem",
         ),
         EVENTS: ("dynamodb:PutItem",),  # the ownership and session logs, in the transactions
-        # the default message sink: a conditional PutItem per message (fenced), a GetItem
-        # to read back a refused one when the service returns no old item, and a Query of a
-        # connection's prev links for its resume point on takeover
-        MESSAGES: ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"),
+        # the default message sink: BatchWriteItem per 25 messages, a PutItem per message
+        # to find one the service refused in a batch, and Queries (a connection's mark, a
+        # seq's copies, its prev links for the resume point on takeover)
+        MESSAGES: ("dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:Query"),
     }
 )
 
