@@ -7,6 +7,7 @@ locals {
   kms_via_services = [
     "dynamodb.${local.region}.amazonaws.com",
     "sqs.${local.region}.amazonaws.com",
+    "kinesis.${local.region}.amazonaws.com",
   ]
 }
 
@@ -73,6 +74,15 @@ data "aws_iam_policy_document" "worker" {
     sid       = "MessagesTable"
     actions   = ["dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:Query"]
     resources = [aws_dynamodb_table.messages.arn]
+  }
+
+  dynamic "statement" {
+    for_each = local.kinesis_sink ? [1] : []
+    content {
+      sid       = "KinesisSink"
+      actions   = ["kinesis:PutRecords"]
+      resources = [local.kinesis_stream_arn]
+    }
   }
 
   statement {
@@ -241,6 +251,22 @@ data "aws_iam_policy_document" "operator" {
     sid       = "EventsTable"
     actions   = ["dynamodb:Query"]
     resources = [aws_dynamodb_table.events.arn]
+  }
+
+  # `wsfleet messages`: the messages themselves, not only their bookkeeping.
+  statement {
+    sid       = "MessagesTable"
+    actions   = ["dynamodb:Query"]
+    resources = [aws_dynamodb_table.messages.arn]
+  }
+
+  dynamic "statement" {
+    for_each = local.kinesis_sink ? [1] : []
+    content {
+      sid       = "KinesisSinkRead"
+      actions   = ["kinesis:GetRecords", "kinesis:GetShardIterator", "kinesis:ListShards"]
+      resources = [local.kinesis_stream_arn]
+    }
   }
 
   statement {

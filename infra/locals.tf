@@ -68,5 +68,5 @@ locals {
   }
 
   # The stack's own settings win over var.worker_extra_environment.
-  worker_environment = merge(var.worker_extra_environment, local.shared_environment, local.worker_only_environment)
+  worker_environment = merge(var.worker_extra_environment, local.shared_environment, local.kinesis_environment, local.worker_only_environment)
 }

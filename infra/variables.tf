@@ -92,6 +92,34 @@ variable "message_retention_days" {
   default     = null
 }
 
+variable "message_sink" {
+  description = "Where the workers store messages: \"dynamodb\" (the messages table) or \"kinesis\" (a Kinesis data stream: infra/kinesis.tf). A sink of your own goes in worker_extra_environment instead."
+  type        = string
+  default     = "dynamodb"
+
+  validation {
+    condition     = contains(["dynamodb", "kinesis"], var.message_sink)
+    error_message = "message_sink: \"dynamodb\" or \"kinesis\"."
+  }
+}
+
+variable "kinesis_stream_arn" {
+  description = "With message_sink = \"kinesis\": an existing stream's ARN; null creates one (on demand, encrypted with the stack key)."
+  type        = string
+  default     = null
+}
+
+variable "kinesis_retention_hours" {
+  description = "Hours the created Kinesis stream keeps records (24 to 8760)."
+  type        = number
+  default     = 24
+
+  validation {
+    condition     = var.kinesis_retention_hours >= 24 && var.kinesis_retention_hours <= 8760
+    error_message = "kinesis_retention_hours: 24 to 8760."
+  }
+}
+
 variable "orphan_shards" {
   description = "Partitions of the orphan index (WSFLEET_ORPHAN_SHARDS); the same value goes to the router and the workers."
   type        = number

@@ -75,11 +75,13 @@ DEATHS: Grants = MappingProxyType(
     }
 )
 
-# `wsfleet status --backend aws`, run by people with their own credentials: read-only.
+# `wsfleet status`, `history` and `messages` with --backend aws, run by people with their own
+# credentials: read-only, but `messages` reads what the upstreams sent (grant it knowingly).
 OPERATOR: Grants = MappingProxyType(
     {
         CONNECTIONS: ("dynamodb:GetItem", "dynamodb:Scan"),
         SESSIONS: ("dynamodb:GetItem", "dynamodb:Scan"),  # sessions and their load
         EVENTS: ("dynamodb:Query",),  # connection and session histories
+        MESSAGES: ("dynamodb:Query",),  # `wsfleet messages`: the stored messages themselves
     }
 )

@@ -20,6 +20,7 @@ from adapters.dynamodb import iam as dynamodb_iam
 from adapters.dynamodb import schema as dynamodb_schema
 from adapters.dynamodb.schema import TableNames
 from adapters.dynamodb.tables import table_definitions, ttl_definitions
+from adapters.kinesis import iam as kinesis_iam
 from adapters.sqs import iam as sqs_iam
 from adapters.sqs import schema as sqs_schema
 from application.config import WorkerConfig
@@ -47,8 +48,9 @@ _DYNAMODB_RESOURCES = {
     "${aws_dynamodb_table.events.arn}": dynamodb_iam.EVENTS,
     "${aws_dynamodb_table.messages.arn}": dynamodb_iam.MESSAGES,
 }
-_QUEUE, _ANY, _KEY, _LOGS = "queue", "*", "kms key", "own log group"
+_QUEUE, _ANY, _KEY, _LOGS, _STREAM = "queue", "*", "kms key", "own log group", "kinesis stream"
 _OTHER_RESOURCES = {
+    "${local.kinesis_stream_arn}": _STREAM,
     "${aws_sqs_queue.hints.arn}": _QUEUE,
     "*": _ANY,
     "${local.kms_key_arn}": _KEY,
@@ -156,7 +158,7 @@ def _environment(tf: Terraform, *locals_: str) -> dict[str, str]:
 def test_worker_and_router_get_the_environments_defined_for_them(tf: Terraform) -> None:
     assert expression(tf.locals["worker_environment"]) == (
         "merge(var.worker_extra_environment, local.shared_environment, "
-        "local.worker_only_environment)"
+        "local.kinesis_environment, local.worker_only_environment)"
     ), "the stack's own settings must come last, so extras cannot override them"
     assert tf.locals["worker_container"]["environment"].count("local.worker_environment") == 2
     router = tf.resource("aws_lambda_function", "router")
@@ -277,12 +279,12 @@ def _grants(tf: Terraform, document: str) -> tuple[dict[str, set[str]], list[dic
 
 
 @pytest.mark.parametrize(
-    ("document", "dynamodb", "sqs", "cloudwatch"),
+    ("document", "dynamodb", "sqs", "cloudwatch", "kinesis"),
     [
-        ("worker", dynamodb_iam.WORKER, sqs_iam.WORKER, cloudwatch_iam.WORKER),
-        ("router", dynamodb_iam.ROUTER, sqs_iam.ROUTER, cloudwatch_iam.ROUTER),
-        ("deaths", dynamodb_iam.DEATHS, sqs_iam.DEATHS, cloudwatch_iam.DEATHS),
-        ("operator", dynamodb_iam.OPERATOR, sqs_iam.OPERATOR, ()),
+        ("worker", dynamodb_iam.WORKER, sqs_iam.WORKER, cloudwatch_iam.WORKER, kinesis_iam.WORKER),
+        ("router", dynamodb_iam.ROUTER, sqs_iam.ROUTER, cloudwatch_iam.ROUTER, kinesis_iam.ROUTER),
+        ("deaths", dynamodb_iam.DEATHS, sqs_iam.DEATHS, cloudwatch_iam.DEATHS, kinesis_iam.DEATHS),
+        ("operator", dynamodb_iam.OPERATOR, sqs_iam.OPERATOR, (), kinesis_iam.OPERATOR),
     ],
 )
 def test_roles_grant_exactly_the_actions_the_adapters_call(
@@ -291,6 +293,7 @@ def test_roles_grant_exactly_the_actions_the_adapters_call(
     dynamodb: dynamodb_iam.Grants,
     sqs: tuple[str, ...],
     cloudwatch: tuple[str, ...],
+    kinesis: tuple[str, ...],
 ) -> None:
     grants, statements = _grants(tf, document)
     tables = {
@@ -299,6 +302,7 @@ def test_roles_grant_exactly_the_actions_the_adapters_call(
     assert tables == {key: set(actions) for key, actions in dynamodb.items()}
     assert grants.get(_QUEUE, set()) == set(sqs)
     assert grants.get(_ANY, set()) == set(cloudwatch)
+    assert grants.get(_STREAM, set()) == set(kinesis)  # granted only when the sink is chosen
     assert grants.get(_KEY, set()) <= _KMS_ACTIONS
     assert grants.get(_LOGS, set()) <= {"logs:CreateLogStream", "logs:PutLogEvents"}
     for statement in statements:
