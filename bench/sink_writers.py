@@ -3,7 +3,8 @@
 The same items (200-byte JSON messages over 50 connections, batches of 25, one batch in
 flight) through: the project's DynamoDB sink; raw BatchWriteItem (the floor: no fencing);
 raw TransactWriteItems of 25 conditional puts (the fenced alternative the design was measured
-against); and the SQLite sink on a temporary file. Each writer gets a table (or file) of its
+against); the Kinesis sink on moto's Kinesis (client CPU only: moto is not the service); and
+the SQLite sink on a temporary file. Each writer gets a table (or file) of its
 own on one DynamoDB Local, and the writers take turns round after round so that drift on the
 shared machine falls on all of them alike.
 
@@ -21,13 +22,17 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from aiobotocore.session import get_session
+
 from adapters.dynamodb import schema
 from adapters.dynamodb.items import message_to_item
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.dynamodb.tables import create_tables
+from adapters.kinesis import KinesisMessageSink
 from adapters.sqlite.message_sink import SqliteMessageSink
 from application.ports.sink import StoredMessage
 from bench.store_cost import local_dynamodb
+from entrypoints.devstack.service import CREDENTIALS
 
 CONNECTIONS = 50
 BATCH = 25
@@ -111,13 +116,23 @@ async def _measure(
 
 async def run_sink_bench(log_dir: Path, count: int = 10_000, rounds: int = 3) -> dict[str, Any]:
     results: dict[str, list[dict[str, float]]] = {}
-    async with local_dynamodb(log_dir, "sink-aws") as (client, engine):
+    async with (
+        local_dynamodb(log_dir, "sink-aws") as (client, engine, aws),
+        get_session().create_client(
+            "kinesis",
+            region_name=aws.region,
+            endpoint_url=aws.moto_url,
+            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        ) as kinesis,
+    ):
         requests = [0]
 
         def sent(**_: Any) -> None:
             requests[0] += 1
 
         client.meta.events.register("before-send.dynamodb", sent)
+        kinesis.meta.events.register("before-send.kinesis", sent)
         with tempfile.TemporaryDirectory() as tmp:
             for run in range(rounds):
                 stream = messages(count, run)
@@ -146,6 +161,24 @@ async def run_sink_bench(log_dir: Path, count: int = 10_000, rounds: int = 3) ->
                 results.setdefault(
                     f"wsfleet DynamoDbMessageSink (batches of {wide.max_batch})", []
                 ).append(await _measure(_sink_writer(wide), wide_batches, requests))
+                await kinesis.create_stream(StreamName=f"bench-{run}", ShardCount=4)
+                streamed = KinesisMessageSink(kinesis, f"bench-{run}")
+                kinesis_batches = [
+                    stream[i : i + streamed.max_batch]
+                    for i in range(0, len(stream), streamed.max_batch)
+                ]
+
+                async def put_records(
+                    batch: list[StoredMessage], sink: KinesisMessageSink = streamed
+                ) -> float:
+                    await sink.write(batch)
+                    return 0.0
+
+                measured_kinesis = await _measure(put_records, kinesis_batches, requests)
+                measured_kinesis["wru_per_message"] = float("nan")
+                results.setdefault(
+                    f"wsfleet KinesisMessageSink on moto (batches of {streamed.max_batch})", []
+                ).append(measured_kinesis)
                 async with SqliteMessageSink.open(Path(tmp) / f"sink-{run}.sqlite") as sqlite:
                     sqlite_batches = [
                         stream[i : i + sqlite.max_batch]

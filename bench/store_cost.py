@@ -31,16 +31,16 @@ from adapters.dynamodb.tables import create_tables
 from application.config import WorkerConfig
 from bench.units import Meter, MeteringClient
 from domain import Connection, DesiredState
-from entrypoints.devstack.aws import open_local_aws
+from entrypoints.devstack.aws import LocalAws, open_local_aws
 from entrypoints.devstack.service import CREDENTIALS, REGION
 
 STEADY_COUNTS = (10, 100, 10_000)
 
 
 @asynccontextmanager
-async def local_dynamodb(log_dir: Path, name: str) -> AsyncIterator[tuple[Any, str]]:
-    """A fresh DynamoDB (the dev stack's: DynamoDB Local when installed) with the tables, and
-    a description of its engine. Logs under log_dir / name."""
+async def local_dynamodb(log_dir: Path, name: str) -> AsyncIterator[tuple[Any, str, LocalAws]]:
+    """A fresh DynamoDB (the dev stack's: DynamoDB Local when installed) with the tables, a
+    description of its engine, and the stack (moto beside it). Logs under log_dir / name."""
     async with AsyncExitStack() as stack:
         aws = await stack.enter_async_context(open_local_aws(log_dir / name))
         client = await stack.enter_async_context(
@@ -54,7 +54,7 @@ async def local_dynamodb(log_dir: Path, name: str) -> AsyncIterator[tuple[Any, s
             )
         )
         await create_tables(client)
-        yield client, aws.describe()
+        yield client, aws.describe(), aws
 
 
 T0 = 1_700_000_000_000
@@ -201,7 +201,7 @@ async def steady_worker_hour(
 
 async def run_store_cost(log_dir: Path, counts: Sequence[int] = STEADY_COUNTS) -> dict[str, Any]:
     config = WorkerConfig()
-    async with local_dynamodb(log_dir, "store-cost-aws") as (client, engine):
+    async with local_dynamodb(log_dir, "store-cost-aws") as (client, engine, _):
         meter = Meter()
         metered: Any = MeteringClient(client, meter)
         store = DynamoDbConnectionStore(metered)
