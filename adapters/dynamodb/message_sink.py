@@ -123,9 +123,9 @@ class DynamoDbMessageSink:
         self._marks: collections.OrderedDict[_Owner, int] = collections.OrderedDict()
         self._tracked = tracked_owners
         # "write", "BatchWriteItem", "messages", "unprocessed", "mark", "check", "PutItem";
-        # "Query" (pages) and "links" (items) of resume_point; "WCU" consumed by writes
+        # "Query" (pages) and "links" (items) of resume_point
         self.operations: dict[str, int] = {}
-        self.consumed_wcu = 0.0
+        self.consumed_wcu = 0.0  # write units the batches consumed (ReturnConsumedCapacity)
 
     async def write(self, messages: Sequence[StoredMessage]) -> None:
         if len(messages) > self.max_batch:
@@ -200,9 +200,11 @@ class DynamoDbMessageSink:
     async def _marks_of(self, owners: set[_Owner]) -> dict[_Owner, int]:
         missing = [owner for owner in owners if owner not in self._marks]
         learned = await gather_all(*(self._highest_stored(cid) for cid, _ in missing))
+        marks = {owner: self._marks[owner] for owner in owners if owner in self._marks}
         for owner, mark in zip(missing, learned, strict=True):
-            self._raise_mark(owner, mark)
-        return {owner: self._marks[owner] for owner in owners}
+            marks[owner] = max(mark, self._marks.get(owner, -1))  # a concurrent write's
+            self._raise_mark(owner, marks[owner])
+        return marks
 
     def _raise_mark(self, owner: _Owner, seq: int) -> None:
         self._marks[owner] = max(seq, self._marks.get(owner, -1))

@@ -287,3 +287,16 @@ async def test_a_throttled_resume_point_read_is_sink_unavailable(client: Any) ->
 
     with pytest.raises(SinkUnavailable, match="ProvisionedThroughputExceeded"):
         await sink.resume_point("c1", 0)
+
+
+async def test_a_batch_of_more_owners_than_it_tracks_is_still_checked_by_its_marks(
+    client: Any,
+) -> None:
+    await DynamoDbMessageSink(client, TABLES.messages).write([*batch(2, "a"), *batch(2, "b")])
+    sink = DynamoDbMessageSink(client, TABLES.messages, tracked_owners=1)
+
+    with pytest.raises(SinkRefused) as refused:
+        await sink.write([StoredMessage(cid, 1, "other", 1, "w2", 4, 0) for cid in ("a", "b", "c")])
+
+    assert refused.value.conflicts == {("a", 1), ("b", 1)}
+    assert [m.seq for m in await read_messages(client, TABLES.messages, "c")] == [1]
