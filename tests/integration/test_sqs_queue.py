@@ -229,3 +229,37 @@ async def test_a_hint_given_back_more_often_than_the_dead_letter_limit_is_not_de
     assert last.connection_id == "c1"
     await queue.delete([last.receipt])
     assert await queue.receive(10, wait_s=0) == []
+
+
+async def test_a_give_back_whose_send_fails_leaves_the_hint_to_come_back(
+    sqs: Any, aws: LocalAws
+) -> None:
+    """Sent before deleted: if the new message cannot be sent, the received one must still be
+    there, to come back when its visibility timeout ends, or the connection waits for a scan."""
+    url = await create_queue(sqs, "give-back-send-fails", visibility_timeout_s=1)
+    await SqsNotificationQueue(sqs, url).send(["c1"])
+    flaky = FailingEntries(sqs, fails=names("c1"), times=100)
+    queue = SqsNotificationQueue(
+        cast(Any, flaky), url, visibility_timeout_s=1, batch_attempts=2, retry_delay_s=0.001
+    )
+    [delivery] = await queue.receive(10, wait_s=1)
+
+    with pytest.raises(QueueUnavailable, match="c1"):
+        await queue.release([delivery.receipt])
+
+    assert await drain(queue, 1) == ["c1"]
+
+
+async def test_a_hint_given_back_by_another_instance_is_visible_at_once(
+    sqs: Any, queue_url: str
+) -> None:
+    """A receipt this instance did not receive is made visible again at once, not hidden for
+    the visibility timeout (30 s here, longer than the receive below waits)."""
+    await SqsNotificationQueue(sqs, queue_url).send(["c1"])
+    receiver = SqsNotificationQueue(sqs, queue_url, visibility_timeout_s=30)
+    [delivery] = await receiver.receive(10, wait_s=1)
+
+    await SqsNotificationQueue(sqs, queue_url, visibility_timeout_s=30).release([delivery.receipt])
+
+    [again] = await receiver.receive(10, wait_s=2)
+    assert again.connection_id == "c1"
