@@ -16,6 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import aiohttp
+from botocore.exceptions import BotoCoreError, ClientError
+
 from adapters.kinesis.records import stored_of
 from application.errors import SinkUnavailable
 from application.ports.sink import StoredMessage
@@ -53,9 +56,7 @@ class KinesisMessageReader:
                         and message.seq >= from_seq
                     ):
                         found.append(message)
-        except SinkUnavailable:
-            raise
-        except Exception as exc:
+        except (ClientError, BotoCoreError, aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise SinkUnavailable(f"Kinesis read failed: {type(exc).__name__}: {exc}") from exc
         return exactly_once(found)[:limit]
 

@@ -31,6 +31,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import aiohttp
+from botocore.exceptions import BotoCoreError, ClientError
+
 from adapters.backoff import delay_s  # the same full-jitter rule
 from adapters.kinesis.records import RECORD_LIMIT_BYTES, record_of, record_size
 from application.errors import ConfigurationError, SinkRefused, SinkUnavailable
@@ -45,6 +48,7 @@ RECORD_OVERHEAD_BYTES = 4096
 # service's for the record, so a message whose escaped form is larger is refused as invalid.
 MAX_MESSAGE_BYTES = RECORD_LIMIT_BYTES - RECORD_OVERHEAD_BYTES
 
+_REQUEST_FAILURES = (ClientError, BotoCoreError, aiohttp.ClientError, OSError, TimeoutError)
 _RETRY_BASE_S = 0.05
 _RETRY_CAP_S = 1.0
 
@@ -106,9 +110,10 @@ class KinesisMessageSink:
             self._count("records", len(records))
             try:
                 response = await self._client.put_records(Records=records, **self._target)
-            except Exception as exc:  # any failure of the whole request is an outage
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
+            except _REQUEST_FAILURES as exc:
+                # Whatever the service or the network answers for the whole request is an
+                # outage, never a message's fault: the writer retries the batch with back-off
+                # (a missing stream or a refused permission too, named in the message).
                 raise SinkUnavailable(f"Kinesis PutRecords failed: {_describe(exc)}") from exc
             if not response.get("FailedRecordCount"):
                 return
