@@ -79,9 +79,12 @@ class WebSocketStream:
                 ) from exc
             try:
                 message = self._parse(raw)
-            except ValueError as exc:
+            except Exception as exc:
+                # Whatever a frame makes the parser (a team's hook too) raise costs only this
+                # connection, as an upstream fault with its back-off, never the session a crash.
+                what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
                 raise UpstreamRejected(
-                    f"upstream {redact_url(self._url)} sent an unreadable message: {exc}"
+                    f"upstream {redact_url(self._url)} sent an unreadable message: {what:.300}"
                 ) from exc
             if message is not None:
                 yield message

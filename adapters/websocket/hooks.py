@@ -26,7 +26,8 @@ class UpstreamHook(Protocol):
 
     def parse(self, raw: str) -> UpstreamMessage | None:
         """The message in `raw`, or None to skip the frame (acks, heartbeats). Raise
-        ValueError for a malformed frame: the connector reports UpstreamRejected."""
+        ValueError for a malformed frame: the connector reports UpstreamRejected (so it does
+        for any other exception, named by its type)."""
         ...
 
 

@@ -15,9 +15,13 @@ from application.ports import UpstreamMessage
 def parse_json_message(
     raw: str, seq_field: str = "seq", data_field: str = "data"
 ) -> UpstreamMessage:
-    """Raises ValueError when the seq field holds something other than a non-negative int."""
+    """Raises ValueError when the seq field holds something other than a non-negative int, or
+    the JSON nests deeper than the parser's recursion limit (its RecursionError is not a
+    ValueError, and would otherwise end the session as a bug instead of an upstream fault)."""
     try:
         body = json.loads(raw)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
     except ValueError:
         return UpstreamMessage(seq=None, data=raw)
     if not isinstance(body, dict):
@@ -28,9 +32,12 @@ def parse_json_message(
     if data_field not in body:
         return UpstreamMessage(seq=seq, data=raw)
     data = body[data_field]
-    return UpstreamMessage(
-        seq=seq, data=data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
-    )
+    if isinstance(data, str):
+        return UpstreamMessage(seq=seq, data=data)
+    try:
+        return UpstreamMessage(seq=seq, data=json.dumps(data, separators=(",", ":")))
+    except RecursionError:
+        raise ValueError(f"seq {seq}: data nested too deeply to re-encode") from None
 
 
 def with_resume(url: str, param: str, from_seq: int) -> str:

@@ -270,3 +270,18 @@ async def test_unreadable_seq_is_rejected(simulator: UpstreamSimulator) -> None:
     connector = WebSocketConnector(WebSocketOptions(seq_field="data"))  # "room:1" is no seq
     with pytest.raises(UpstreamRejected, match="unreadable message"):
         await read(connector, simulator.url("bad-seq"), 1, count=1)
+
+
+class BrokenHook(DefaultUpstreamHook):
+    """A team's parser that fails on a frame with something other than ValueError."""
+
+    def parse(self, raw: str) -> UpstreamMessage | None:
+        raise KeyError("room")
+
+
+async def test_any_exception_a_frame_makes_the_parser_raise_is_a_rejection(
+    simulator: UpstreamSimulator,
+) -> None:
+    connector = WebSocketConnector(hook=BrokenHook())
+    with pytest.raises(UpstreamRejected, match="unreadable message: KeyError: 'room'"):
+        await read(connector, simulator.url("broken-hook"), 1, count=1)

@@ -110,3 +110,15 @@ def test_a_seq_that_is_not_a_non_negative_integer_is_an_error(seq: str) -> None:
 
 def test_custom_field_names() -> None:
     assert parse_json_message('{"n": 3, "body": "x"}', "n", "body") == UpstreamMessage(3, "x")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["[" * 5_000, '{"seq": 1, "data": ' + "[" * 5_000 + "]" * 5_000 + "}"],
+    ids=["unclosed-brackets", "deep-data"],
+)
+def test_json_nested_beyond_the_parsers_depth_is_an_error_not_a_recursion_error(raw: str) -> None:
+    """json raises RecursionError, which is no ValueError: it ended the session as a bug,
+    released with no failure counted, and the poison circulated through the fleet."""
+    with pytest.raises(ValueError, match="nested too deeply"):
+        parse_json_message(raw)
