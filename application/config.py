@@ -49,6 +49,9 @@ class WorkerConfig:
     # After giving up, nobody retries the connection before this back-off (grows per failure).
     poison_backoff_base_s: float = attrs.field(default=30.0, validator=_positive)
     poison_backoff_max_s: float = attrs.field(default=900.0, validator=_positive)
+    # Progress restarts the failure count only after streaming this long: a poison that sends
+    # one good message on every connect still backs off longer each time.
+    upstream_healthy_s: float = attrs.field(default=60.0, validator=_positive)
     ingest_buffer_messages: int = attrs.field(default=1_000, validator=_positive)
     # Also bounded in bytes: 1,000 messages of up to 1 MiB each would be a gigabyte.
     ingest_buffer_bytes: int = attrs.field(default=2 * 2**20, validator=_positive)
@@ -94,6 +97,7 @@ class WorkerConfig:
             reconnect_max_s=self.reconnect_max_s * factor,
             poison_backoff_base_s=self.poison_backoff_base_s * factor,
             poison_backoff_max_s=self.poison_backoff_max_s * factor,
+            upstream_healthy_s=self.upstream_healthy_s * factor,
             ingest_flush_interval_s=self.ingest_flush_interval_s * factor,
             metrics_interval_s=self.metrics_interval_s * factor,
         )

@@ -15,7 +15,7 @@ from domain.commands import (
     Start,
     Stop,
 )
-from domain.decide import decide
+from domain.decide import decide, failures_after
 from domain.decide_session import decide_session, evolve_session, fold_session
 from domain.errors import (
     CheckpointRegressed,
@@ -112,6 +112,7 @@ __all__ = [
     "decide_session",
     "evolve",
     "evolve_session",
+    "failures_after",
     "fold",
     "fold_session",
     "is_ownership_event",

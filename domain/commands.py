@@ -61,7 +61,9 @@ class EndStream:
 
 @attrs.frozen
 class ReportUpstreamFailure:
-    """The upstream kept failing: release and keep every worker away until `not_before_ms`."""
+    """The upstream kept failing: release and keep every worker away until `not_before_ms`.
+    `healthy`: the upstream streamed well for a while during this lease (the worker's policy
+    says how long); only then does progress restart the failure count (failures_after)."""
 
     connection_id: str
     session_id: str
@@ -69,6 +71,7 @@ class ReportUpstreamFailure:
     checkpoint_seq: int
     not_before_ms: int
     reason: str
+    healthy: bool = False
 
 
 Command = Start | Stop | Acquire | Checkpoint | Release | EndStream | ReportUpstreamFailure

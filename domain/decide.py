@@ -189,19 +189,26 @@ def _upstream_failed(
 ) -> list[Event]:
     conn = _owned(state, cmd.connection_id, cmd.session_id, cmd.token, v)
     events = _checkpoint(conn, cmd.checkpoint_seq, v)
-    progressed = bool(events)  # progress during this lease means the upstream did work
+    progressed = bool(events) and cmd.healthy
     events.append(
         UpstreamFailed(
             **v.next(),
             owner=cmd.session_id,
             token=cmd.token,
-            failures=1 if progressed else conn.failures + 1,
+            failures=failures_after(conn.failures, progressed=progressed),
             not_before_ms=cmd.not_before_ms,
             reason=cmd.reason[:500],
         )
     )
     events.append(LeaseReleased(**v.next(), owner=cmd.session_id, token=cmd.token))
     return events
+
+
+def failures_after(previous: int, *, progressed: bool) -> int:
+    """The failure count after an upstream failure: one when the lease made real progress
+    (stored messages while streaming well), else one more than before. The worker reads it
+    too, to choose the back-off it persists."""
+    return 1 if progressed else previous + 1
 
 
 def _owned(

@@ -216,11 +216,13 @@ class ConnectionStore(abc.ABC):
         not_before_ms: int,
         reason: str,
         now_ms: int,
+        *,
+        healthy: bool = False,
     ) -> Connection:
         """Release after the upstream kept failing; nobody may acquire before `not_before_ms`.
-        Raises LeaseLost."""
+        `healthy`: it streamed well for a while first (ReportUpstreamFailure). Raises LeaseLost."""
         command = ReportUpstreamFailure(
-            connection_id, session_id, token, checkpoint_seq, not_before_ms, reason
+            connection_id, session_id, token, checkpoint_seq, not_before_ms, reason, healthy
         )
         return (await self.execute(command, now_ms)).connection
 

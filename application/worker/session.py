@@ -22,22 +22,26 @@ from application.errors import (
     UpstreamUnavailable,
 )
 from application.hints import send_hints
-from application.ports import UpstreamMessage
 from application.ports.metrics import (
     LEASE_RELEASES,
-    MESSAGES_REJECTED,
     MESSAGES_SKIPPED,
     REPLAYS_DROPPED,
-    SEQ_JUMPS,
     UPSTREAM_GIVE_UPS,
     UPSTREAM_RECONNECTS,
 )
-from application.ports.sink import MAX_SEQ, utf8_size
+from application.worker.admission import Admission, AdmissionPolicy, Verdict
 from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
 from application.worker.ingest import Fenced, IngestWriter, Rejected
 from application.worker.lease import Lease
-from domain import CheckpointRegressed, Connection, DesiredState, DomainError, LeaseLost
+from domain import (
+    CheckpointRegressed,
+    Connection,
+    DesiredState,
+    DomainError,
+    LeaseLost,
+    failures_after,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +96,12 @@ class ConnectionSession:
         self._reconnect = Backoff(ctx.config.reconnect_base_s, ctx.config.reconnect_max_s, ctx.rng)
         self.end: SessionEnd | None = None
         self.fault: str | None = None  # why the upstream was given up on, if it broke the contract
-        # Whether the upstream numbers its messages (then it must number all): None until its
-        # first message says. A resumed stream's first message without a seq says nothing yet:
-        # it is held until the next one does (_admit).
-        self._sequenced: bool | None = None
-        self._held: UpstreamMessage | None = None
+        self._admission = Admission(
+            resume_checkpoint,
+            AdmissionPolicy(ctx.config.seq_jump_window, ctx.sink.max_message_bytes),
+        )
+        # When this session stored its first message: how long the upstream has streamed well.
+        self._streaming_since_ms: int | None = None
         self.upstream_open = False  # true while an upstream stream is open (for status/tests)
         self._later: SessionEnd | None = None  # a stop asked for after the first (see _stopped)
         # The store has it back: no longer this worker's, though this task may still be
@@ -191,6 +196,7 @@ class ConnectionSession:
         attempts = 0  # consecutive failures without a message received
         while True:
             try:
+                self._admission.reconnecting()
                 # Vetted again (DNS may have changed), and opened at the vetted addresses only.
                 target = await ctx.url_policy.vet(self.ws_url)
                 if not self.lease.valid():
@@ -206,14 +212,11 @@ class ConnectionSession:
                             # A plain sum, published by the metrics loop: a metrics call
                             # per message costs microseconds at thousands of messages a second.
                             writer.received += 1
-                            for admitted in self._admit(message):
-                                await self._accept(admitted)
+                            await self._admitted(self._admission.receive(message))
                             attempts = 0
                     finally:
                         self.upstream_open = False
-                if self._held is not None:  # the stream's one message: it numbers nothing
-                    await self._accept(self._held)
-                    self._held = None
+                await self._admitted(self._admission.stream_ended())
                 return SessionEnd.STREAM_ENDED
             except Fenced:
                 return SessionEnd.LEASE_LOST
@@ -233,75 +236,35 @@ class ConnectionSession:
                 log.info("upstream dropped, reconnecting: %s", exc, extra=self._extra())
                 await ctx.clock.sleep(self._reconnect.delay(attempts))
 
-    def _admit(self, message: UpstreamMessage) -> list[UpstreamMessage]:
-        """The messages to accept now, in order. Text without a seq in a stream that numbers
-        its messages is the upstream's fault (it would take the seq of the next real message).
-        A new owner resuming a stream cannot know yet whether it numbers them: its first
-        message without a seq waits for the next. A seq then makes it a fault (the hostile
-        tier: a handoff landed just before a 'non-json' frame, and the text was stored as a
-        seq); no seq makes both data. Raises UpstreamFault."""
-        held, self._held = self._held, None
-        if held is not None:
-            if message.seq is not None:
-                self._ctx.metrics.count(MESSAGES_REJECTED)
-                raise UpstreamFault("a message without a seq in a sequenced stream (resumed)")
-            self._sequenced = False
-            return [held, message]
-        if message.seq is None and self._sequenced:
-            self._ctx.metrics.count(MESSAGES_REJECTED)
-            raise UpstreamFault("a message without a seq in a sequenced stream")
-        if self._sequenced is None:
-            if message.seq is None and self._acquired_checkpoint > 0:
-                self._held = message
-                return []
-            self._sequenced = message.seq is not None
-        return [message]
-
-    async def _accept(self, message: UpstreamMessage) -> None:
-        """Into the ingest buffer at its seq (the next one, for a stream that numbers nothing):
-        a replay is dropped, a gap within the window counted. Raises UpstreamFault."""
-        seq = message.seq if message.seq is not None else self.ingest.next_seq
-        self._check(seq, message.data)
-        if seq < self.ingest.next_seq:
+    async def _admitted(self, verdict: Verdict) -> None:
+        """Act on one verdict of the admission rules. Raises UpstreamFault."""
+        if verdict.skipped is not None:
+            self._gap(*verdict.skipped)
+        for seq, data in verdict.accept:
+            await self.ingest.put(seq, data)
+        if verdict.accept and self._streaming_since_ms is None:
+            self._streaming_since_ms = self._ctx.clock.now_ms()
+        if verdict.replay:
             # Replayed by the upstream (a resume overlap): already have it.
             self._ctx.metrics.count(REPLAYS_DROPPED)
-            return
-        if seq > self.ingest.next_seq:
-            self._gap(self.ingest.next_seq, seq)
-        await self.ingest.put(seq, message.data)
-
-    def _check(self, seq: int, data: str) -> None:
-        """The boundary: what the sink cannot store, or a seq far ahead, is the upstream's
-        fault, found before it reaches the shared writer. Raises UpstreamFault."""
-        ctx = self._ctx
-        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:
-            ctx.metrics.count(MESSAGES_REJECTED)
-            raise UpstreamFault(f"seq {seq!r:.40} is not an integer in 0..2^63-1")
-        try:
-            size = utf8_size(data)
-        except UnicodeEncodeError:  # a lone surrogate, from a JSON escape such as \ud800
-            ctx.metrics.count(MESSAGES_REJECTED)
-            raise UpstreamFault(f"seq {seq}: data is not valid Unicode text") from None
-        if size > ctx.sink.max_message_bytes:
-            ctx.metrics.count(MESSAGES_REJECTED)
-            raise UpstreamFault(
-                f"seq {seq}: {size} bytes, more than the sink stores ({ctx.sink.max_message_bytes})"
-            )
-        jump = seq - self.ingest.next_seq
-        if jump > ctx.config.seq_jump_window:
-            # Not a new checkpoint: everything normal after it would be dropped as a replay.
-            ctx.metrics.count(SEQ_JUMPS)
-            raise UpstreamFault(
-                f"seq jumped from {self.ingest.next_seq - 1} to {seq}, more than "
-                f"{ctx.config.seq_jump_window} ahead"
-            )
+        if verdict.fault is not None:
+            self._ctx.metrics.count(verdict.fault.counter)
+            raise UpstreamFault(verdict.fault.reason)
 
     async def _finish(self, end: SessionEnd) -> SessionEnd:
         """Drain, then hand back. Store hiccups are retried while the budget lasts. Returns
         the ending as handed back: a connection whose upstream broke the contract is given up
         on with the persisted back-off, whatever else ended the session (a shutdown too), so
         that it does not circulate through the fleet."""
-        if self._held is not None:
+        if self._admission.holding_ahead is not None:
+            log.info(
+                "seq %d, after a gap, is not stored: the session ended before a later message "
+                "confirmed the gap (the next owner asks for seq %d on)",
+                self._admission.holding_ahead,
+                self.ingest.next_seq,
+                extra=self._extra(),
+            )
+        if self._admission.holding_unnumbered:
             log.warning(
                 "a resumed stream's first message, without a seq, is not stored: the session "
                 "ended before the stream said whether it numbers its messages",
@@ -370,16 +333,16 @@ class ConnectionSession:
         elif end is SessionEnd.UPSTREAM_FAILED:
             ctx.metrics.count(UPSTREAM_GIVE_UPS)
             now = ctx.clock.now_ms()
-            # Mirrors the domain: progress during this lease restarts the count at one.
-            progressed = self.ingest.checkpoint > self._acquired_checkpoint
-            failures = 1 if progressed else self.failures + 1
+            healthy = self._streamed_well(now)
+            progressed = healthy and self.ingest.checkpoint > self._acquired_checkpoint
+            failures = failures_after(self.failures, progressed=progressed)
             backoff = Backoff(
                 ctx.config.poison_backoff_base_s, ctx.config.poison_backoff_max_s, ctx.rng
             )
             delay_s = backoff.delay(failures)
             reason = self.fault or "upstream kept failing"
             after = await ctx.store.report_upstream_failure(
-                *args, now + int(delay_s * 1000), reason[:200], now
+                *args, now + int(delay_s * 1000), reason[:200], now, healthy=healthy
             )
         else:
             after = await ctx.store.release(*args, ctx.clock.now_ms())
@@ -387,14 +350,21 @@ class ConnectionSession:
         log.info("lease handed back (%s)", end.value, extra=self._extra())
         return after
 
-    def _gap(self, expected: int, got: int) -> None:
+    def _streamed_well(self, now_ms: int) -> bool:
+        """Whether this session's upstream streamed for `upstream_healthy_s` since its first
+        stored message: only then does its progress restart the failure count (one good
+        message per connect, then poison, must still back off longer each time)."""
+        since = self._streaming_since_ms
+        return since is not None and now_ms - since >= self._ctx.config.upstream_healthy_s * 1000
+
+    def _gap(self, first: int, last: int) -> None:
         # The upstream no longer had what we asked for (its replay buffer moved on): the
         # messages in between are gone for good. Say so loudly; never hide a loss.
-        self._ctx.metrics.count(MESSAGES_SKIPPED, got - expected)
+        self._ctx.metrics.count(MESSAGES_SKIPPED, last - first + 1)
         log.error(
             "upstream skipped seqs %d..%d: messages lost upstream",
-            expected,
-            got - 1,
+            first,
+            last,
             extra=self._extra(),
         )
 

@@ -535,6 +535,11 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
         "How long a given-up connection rests before anyone retries it (grows with each failure).",
     ),
     "poison_backoff_max_s": (_SECONDS, "Longest rest of a failing connection."),
+    "upstream_healthy_s": (
+        _SECONDS,
+        "How long an upstream must stream (after its first stored message) before a later "
+        "failure counts as the first again; shorter sessions grow the back-off.",
+    ),
     "ingest_buffer_messages": (
         Number(integer=True, minimum=1),
         "Messages buffered per connection before reading pauses (back-pressure).",

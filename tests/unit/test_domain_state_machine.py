@@ -490,16 +490,21 @@ class SessionFleet(RuleBasedStateMachine):
         if self._give_back(grant, EndStream(cid, sid, token, seq), seq):
             assert self.states[cid].desired_state is DesiredState.STOPPED
 
-    @rule(grant=grants, step=progress, back_off=st.integers(0, 5_000))
-    def report_upstream_failure(self, grant: Grant, step: int, back_off: int) -> None:
+    @rule(
+        grant=grants, step=progress, back_off=st.integers(0, 5_000), healthy=st.booleans()
+    )
+    def report_upstream_failure(
+        self, grant: Grant, step: int, back_off: int, healthy: bool
+    ) -> None:
         _, sid, cid, token = grant
         seq, not_before = self._memory(grant, step), self.now + back_off
         before = self.states[cid]
-        command = ReportUpstreamFailure(cid, sid, token, seq, not_before, "refused")
+        command = ReportUpstreamFailure(cid, sid, token, seq, not_before, "refused", healthy)
         if self._give_back(grant, command, seq):
             after = self.states[cid]
             assert after.not_before_ms == not_before
-            progressed = seq > before.checkpoint_seq
+            # Progress restarts the count only from a lease that streamed well.
+            progressed = healthy and seq > before.checkpoint_seq
             assert after.failures == (1 if progressed else before.failures + 1)
 
     @rule(w=workers)

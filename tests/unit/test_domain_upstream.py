@@ -25,8 +25,9 @@ from tests.unit.domain_given import CID, EXPIRY, LIVE, T0, leased, live_at, run
 BACK_OFF_MS = 30_000
 
 
-def _failed(conn: Connection, now_ms: int, seq: int = 0) -> Connection:
-    command = ReportUpstreamFailure(CID, conn.owner, conn.token, seq, now_ms + BACK_OFF_MS, "503")
+def _failed(conn: Connection, now_ms: int, seq: int = 0, healthy: bool = False) -> Connection:
+    until = now_ms + BACK_OFF_MS
+    command = ReportUpstreamFailure(CID, conn.owner, conn.token, seq, until, "503", healthy)
     return run(conn, command, now_ms, {})[0]  # the owner's session plays no part
 
 
@@ -79,14 +80,26 @@ def test_progress_clears_failure_count() -> None:
     assert conn.failures == 0
 
 
-def test_failure_after_progress_in_the_same_lease_counts_as_the_first() -> None:
+def test_failure_after_progress_of_a_healthy_lease_counts_as_the_first() -> None:
     conn = _failed(leased("s1"), T0)
     now = conn.not_before_ms + 1
     conn = _taken_by_s2(conn, now)
 
-    conn = _failed(conn, now + 1, seq=5)
+    conn = _failed(conn, now + 1, seq=5, healthy=True)
 
     assert (conn.failures, conn.checkpoint_seq) == (1, 5)
+
+
+def test_progress_of_a_lease_that_did_not_stream_well_still_counts_one_more_failure() -> None:
+    """A poison that sends one good message on every connect: its checkpoint moves, but
+    the back-off must still grow."""
+    conn = _failed(leased("s1"), T0)
+    now = conn.not_before_ms + 1
+    conn = _taken_by_s2(conn, now)
+
+    conn = _failed(conn, now + 1, seq=1)
+
+    assert (conn.failures, conn.checkpoint_seq) == (2, 1)
 
 
 def test_failure_reason_is_truncated_to_keep_stored_items_small() -> None:

@@ -133,7 +133,7 @@ async def test_an_upstream_that_made_progress_before_failing_backs_off_from_one(
 
     stream.rejected = False
     await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 60)
-    await fleet.clock.advance(2)  # ~20 messages received, and stored
+    await fleet.clock.advance(fleet.config.upstream_healthy_s)  # streamed well, and stored
     stream.drop_after, stream.rejected = 0, True  # dropped, then refused on reconnecting
     report = await _given_up(fleet, 2)
 
@@ -141,6 +141,31 @@ async def test_an_upstream_that_made_progress_before_failing_backs_off_from_one(
     assert state is not None
     assert state.checkpoint_seq > 0, "the lease made progress"
     _backed_off_for(report, 1, fleet.config.poison_backoff_base_s)
+
+
+async def test_an_upstream_that_fails_soon_after_each_connect_backs_off_longer_each_time(
+    fleet: Fleet,
+) -> None:
+    """GIVEN a connection given up on once WHEN its next lease stores a few messages and then
+    the upstream fails again, before it streamed for `upstream_healthy_s` THEN that progress
+    does not restart the count: a poison that sends good messages first still backs off
+    longer each time."""
+    fleet.add_worker("a")
+    url = await fleet.start("c1")
+    stream = fleet.upstream.stream(url)
+    stream.rejected = True
+    await _given_up(fleet, 1)
+
+    stream.rejected = False
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 60)
+    await fleet.clock.advance(2)  # ~20 messages received, and stored
+    stream.drop_after, stream.rejected = 0, True
+    report = await _given_up(fleet, 2)
+
+    state = await fleet.store.get("c1")
+    assert state is not None
+    assert state.checkpoint_seq > 0, "the lease made progress"
+    _backed_off_for(report, 2, fleet.config.poison_backoff_base_s)
 
 
 async def test_messages_lost_upstream_are_logged_with_their_seqs_and_counted(

@@ -113,8 +113,41 @@ async def test_a_jump_within_the_window_is_a_counted_gap(fleet: Fleet) -> None:
     assert fleet.members["a"].metrics.counters["MessagesSkippedByUpstream"] == 5
 
 
+async def test_a_bogus_jump_within_the_window_loses_nothing_the_stream_sends_after_it(
+    fleet: Fleet,
+) -> None:
+    """seqs 1..19, one bogus 900020, then the real 20, 21, ...: the jump was held for the
+    next message, which contradicts it. The connection backs off with its checkpoint before
+    the jump, so the next owner asks for 20 on (stored as 20 with prev 19, the jump was taken
+    as the new position and every real message after it dropped as a replay)."""
+    await _two_streams(fleet, {20: [UpstreamMessage(900_020, "bogus")]})
+    await fleet.clock.advance(10)
+
+    bad = await _backing_off(fleet, "bad")
+    assert bad.checkpoint_seq == 19
+    assert fleet.sink.seqs("bad") == list(range(1, 20))
+    assert fleet.members["a"].metrics.counters["SeqJumps"] == 1
+    _stored_without_gap(fleet, "good", "ws://upstream.test/stream/good", beyond=30)
+
+
+async def test_other_data_for_a_seq_this_session_received_gives_the_connection_up(
+    fleet: Fleet,
+) -> None:
+    """Compared within the session as across owners: not dropped as a replay."""
+    await _two_streams(fleet, {20: [UpstreamMessage(18, "OTHER")]})
+    await fleet.clock.advance(10)
+
+    bad = await _backing_off(fleet, "bad")
+    assert bad.checkpoint_seq == 19
+    assert fleet.sink.messages[("bad", 18)].data == "ws://upstream.test/stream/bad#18"
+    assert fleet.members["a"].metrics.counters["SeqConflicts"] == 1
+    _stored_without_gap(fleet, "good", "ws://upstream.test/stream/good", beyond=30)
+
+
 async def test_replays_are_dropped_and_counted(fleet: Fleet) -> None:
-    _, url = await _two_streams(fleet, {20: [UpstreamMessage(5, "again"), UpstreamMessage(7, "")]})
+    url = "ws://upstream.test/stream/bad"  # the simulated upstream sends f"{url}#{n}" as seq n
+    replays = [UpstreamMessage(5, f"{url}#5"), UpstreamMessage(7, f"{url}#7")]
+    assert (await _two_streams(fleet, {20: replays}))[1] == url
     await fleet.clock.advance(10)
 
     assert worker_of((await _state(fleet, "bad")).owner) == "a"
@@ -158,6 +191,50 @@ async def test_a_batch_the_sink_fails_on_is_split_and_only_the_bad_connection_fa
         assert blamed
         assert all(getattr(r, "connection_id", None) == "c2" for r in blamed)
         assert not fleet.members["a"].task.done()
+    finally:
+        await fleet.close()
+
+
+class BlinkingSink(InMemoryMessageSink):
+    """A user's sink that names no error: while `down`, every write raises what its client
+    library raises (ConnectionResetError), whatever the messages."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.failed_writes = 0
+
+    async def write(self, messages: Sequence[StoredMessage]) -> None:
+        if self.down:
+            self.failed_writes += 1
+            raise ConnectionResetError(104, "Connection reset by peer")
+        await super().write(messages)
+
+
+async def test_an_outage_of_a_sink_that_names_no_error_is_retried_and_fails_no_connection() -> (
+    None
+):
+    """Two seconds of ConnectionResetError from a user's sink: taken for bad messages, every
+    connection in the batch went to the persisted back-off (15 s to 15 min each)."""
+    fleet = Fleet()
+    sink = fleet.sink = BlinkingSink()
+    try:
+        fleet.add_worker("a")
+        urls = {f"c{i}": await fleet.start_streamed_by("a", f"c{i}") for i in range(1, 4)}
+        await fleet.clock.advance(1)
+        sink.down = True
+        await fleet.clock.advance(2)
+        assert sink.failed_writes > 1
+        sink.down = False
+        await fleet.clock.advance(5)
+
+        assert fleet.store.operations.get("ReportUpstreamFailure", 0) == 0
+        for cid, url in urls.items():
+            state = await _state(fleet, cid)
+            assert worker_of(state.owner) == "a", state
+            assert state.failures == 0, state
+            _stored_without_gap(fleet, cid, url, beyond=60)
+        assert fleet.members["a"].metrics.counters["SinkErrors"] >= 1
     finally:
         await fleet.close()
 
