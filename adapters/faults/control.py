@@ -8,6 +8,7 @@ The file says which faults are wanted NOW; a key left out means "no such fault":
     {"revision": 7, "outage": false, "severed": false, "latency_s": 0.3, "error_rate": 0.2,
      "timeout_s": 0.4, "timeout_rate": 0.3, "skew_ms": -500, "fail": {"RenewSession": 1},
      "lose_responses": {"Acquire": 2, "stop_requested": 1}, "sink_outage": false,
+     "sink_unnamed_outage": false,
      "sink_latency_s": 0.5, "sink_fail": {"partial": 2, "applied": 1}}
 
 `fail` (calls refused unapplied) and `lose_responses` (calls applied whose response is lost)
@@ -51,6 +52,7 @@ _KEYS = frozenset(
         "fail",
         "lose_responses",
         "sink_outage",
+        "sink_unnamed_outage",
         "sink_latency_s",
         "sink_fail",
     }
@@ -75,6 +77,7 @@ class ChaosSpec:
     fail: dict[str, int] = attrs.field(factory=dict)
     lose_responses: dict[str, int] = attrs.field(factory=dict)
     sink_outage: bool = False
+    sink_unnamed_outage: bool = False
     sink_latency_s: float = 0.0
     sink_fail: dict[str, int] = attrs.field(factory=dict)
 
@@ -102,6 +105,7 @@ class ChaosSpec:
             fail=_plans(doc, "fail"),
             lose_responses=_plans(doc, "lose_responses"),
             sink_outage=_flag(doc, "sink_outage"),
+            sink_unnamed_outage=_flag(doc, "sink_unnamed_outage"),
             sink_latency_s=_number(doc, "sink_latency_s", float, 0.0),
             sink_fail=_plans(doc, "sink_fail", SINK_FAULTS.keys(), "sink failure modes"),
         )
@@ -215,6 +219,7 @@ class ChaosControl:
         sink = self._sink
         if sink is not None:
             sink.outage = spec.sink_outage
+            sink.unnamed_outage = spec.sink_unnamed_outage
             sink.latency_s = spec.sink_latency_s
         if spec.revision > previous.revision:
             store.clear_plans()

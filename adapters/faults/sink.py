@@ -4,6 +4,8 @@ and demos, as the sink's own storage can: down, slow, half-done, or done without
 Modes (combinable, changeable while running):
 - `outage`: every write raises SinkUnavailable, storing nothing, and so does every
   `resume_point` (a new owner cannot learn where to resume while the sink is down);
+- `unnamed_outage`: the same, raising a plain OSError (ECONNRESET), as a user's sink that
+  names no error does (its client library's own);
 - `latency_s`: added before every write and every `resume_point` (a slow or throttled sink);
 - `fail_next(n, mode)`: the next n writes raise SinkUnavailable after storing
   - `UNAPPLIED`: nothing (refused before anything was done),
@@ -16,6 +18,7 @@ Modes (combinable, changeable while running):
 """
 
 import enum
+import errno
 from collections.abc import Sequence
 
 from application.errors import SinkUnavailable
@@ -36,6 +39,7 @@ class FaultInjectingSink:
         self.max_batch = inner.max_batch
         self.max_message_bytes = inner.max_message_bytes
         self.outage = False
+        self.unnamed_outage = False
         self.latency_s = 0.0
         self._planned: list[SinkFault] = []
         self.injected = 0
@@ -54,19 +58,23 @@ class FaultInjectingSink:
     async def resume_point(self, connection_id: str, checkpoint_seq: int) -> int | None:
         if self.latency_s:
             await self._clock.sleep(self.latency_s)
+        self._down()
+        return await self._inner.resume_point(connection_id, checkpoint_seq)
+
+    def _down(self) -> None:
         if self.outage:
             self.injected += 1
             raise SinkUnavailable("injected sink outage")
-        return await self._inner.resume_point(connection_id, checkpoint_seq)
+        if self.unnamed_outage:
+            self.injected += 1
+            raise OSError(errno.ECONNRESET, "injected outage of a sink that names no error")
 
     async def write(self, messages: Sequence[StoredMessage]) -> None:
         if len(messages) > self.max_batch:  # the contract's refusal, before any fault
             raise ValueError(f"batch of {len(messages)} exceeds max_batch {self.max_batch}")
         if self.latency_s:
             await self._clock.sleep(self.latency_s)
-        if self.outage:
-            self.injected += 1
-            raise SinkUnavailable("injected sink outage")
+        self._down()
         if not self._planned:
             await self._inner.write(messages)
             return

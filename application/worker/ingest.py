@@ -12,10 +12,12 @@ its messages is not stored (dropped, refused, lost), the checkpoint stays where 
 next owner resumes from there. Nothing is written once its session's lease can no longer be
 trusted, and a write that returns after trust ended does not count as stored.
 
-The writer is shared, so it must not die of one connection's message (issue 13: one
-unstorable message stopped storage for every connection of the worker). A batch the sink
-fails on in an unexpected way is split until the message at fault is alone; that message's
-connection fails (with the persisted upstream back-off), and nobody else's.
+The writer is shared, so it must not die of one connection's message, nor fail every
+connection for an outage. A batch the sink fails on in a way it does not name is split until
+each message is alone: a message that fails while its neighbours store fails its connection
+(with the persisted upstream back-off), and nobody else's; if nothing stores, it is an outage,
+retried with back-off while the sessions keep their leases (their buffers fill, and reading
+their upstreams pauses).
 """
 
 import asyncio
@@ -149,6 +151,7 @@ class IngestWriter:
         self.received = 0
         self.stored = 0
         self._failing = False  # the last write failed (SinkUnavailable) and none succeeded since
+        self._attempts = 0  # writes failed in a row (an outage), for the back-off
 
     def buffer(
         self, lease: Lease, checkpoint_seq: int, on_failure: Callable[[str], None]
@@ -196,15 +199,26 @@ class IngestWriter:
     async def flush(self) -> None:
         """Write everything queued when called, in order, one batch at a time — not what
         arrives meanwhile: under a steady inflow the queue is never empty, and a session's
-        drain that waited for that never ended (found by bench/fleet on DynamoDB Local: no
-        STOP or shutdown was handed back while other connections kept streaming)."""
+        drain that waited for that would never end. A batch the sink could not take (an
+        outage) goes back to the front of the queue, after a back-off: the next batch is it
+        and whatever followed, so an outage is retried for as long as it lasts, and a message
+        that fails alone is found beside neighbours that store."""
         async with self._lock:
             left = len(self._queue)
             while left > 0 and self._queue:
                 batch, taken = self._next_batch(left)
                 left -= taken
-                if batch:
-                    await self._write(batch)
+                if not batch:
+                    continue
+                again = await self._write(batch)
+                if not again:
+                    self._attempts = 0
+                    continue
+                self._attempts += 1
+                self._failing = True
+                self._queue.extendleft(reversed(again))
+                left += len(again)
+                await self._ctx.clock.sleep(self._backoff.delay(self._attempts))
 
     def _next_batch(self, limit: int) -> tuple[list[_Entry], int]:
         """Up to a sink batch of writable entries from the first `limit` queued; returns
@@ -223,28 +237,25 @@ class IngestWriter:
     def _writable(self, buffer: IngestBuffer) -> bool:
         return not self._closed and buffer.failure is None and buffer.lease.valid()
 
-    async def _write(self, batch: list[_Entry]) -> None:
-        attempt = 0
-        while batch:
-            try:
-                await self._ctx.sink.write([message for _, _, message in batch])
-            except SinkUnavailable as exc:
-                attempt += 1
-                self._failing = True
-                self._ctx.metrics.count(SINK_ERRORS)
-                log.warning("sink write of %d failed (attempt %d): %s", len(batch), attempt, exc)
-                await self._ctx.clock.sleep(self._backoff.delay(attempt))
-                batch = self._still_writable(batch)
-                continue
-            except SinkRefused as refused:
-                self._settle(batch, refused)
-                return
-            except Exception:
-                await self._isolate(batch)
-                return
-            self._failing = False
-            self._settle(batch, None)
-            return
+    async def _write(self, batch: list[_Entry]) -> list[_Entry]:
+        """Write one batch; returns what to write again after a back-off (in order)."""
+        try:
+            await self._ctx.sink.write([message for _, _, message in batch])
+        except SinkUnavailable as exc:
+            self._unavailable(batch, exc)
+            return batch
+        except SinkRefused as refused:
+            self._settle(batch, refused)
+            return []
+        except Exception:
+            return await self._isolate(batch)
+        self._failing = False
+        self._settle(batch, None)
+        return []
+
+    def _unavailable(self, batch: list[_Entry], exc: Exception) -> None:
+        self._ctx.metrics.count(SINK_ERRORS)
+        log.warning("sink write of %d failed (attempt %d): %s", len(batch), self._attempts + 1, exc)
 
     def keeping_up(self) -> bool:
         """The sink takes writes as they come: the last write did not fail, and nothing queued
@@ -259,23 +270,88 @@ class IngestWriter:
         waited_ms = self._ctx.clock.now_ms() - self._queue[0][2].received_at_ms
         return waited_ms <= 4 * self._ctx.config.ingest_flush_interval_s * 1000
 
-    async def _isolate(self, batch: list[_Entry]) -> None:
-        """The sink failed on this batch in a way it did not name: split it until the message
-        at fault is alone, and fail only that message's connection."""
-        if len(batch) == 1:
-            buffer, _, message = batch[0]
-            log.exception(
-                "the sink cannot store message seq %d: failing its connection",
-                message.seq,
-                extra=self._ctx.log_extra(message.connection_id, message.token),
+    async def _isolate(self, batch: list[_Entry]) -> list[_Entry]:
+        """The sink failed on this batch in a way it did not name: a bad message, or an outage
+        of a sink that names none (a user's sink raising OSError). Written again in halves,
+        in order, down to single messages: if some of it stores, each message that failed
+        alone is at fault and only its connection fails; if none of it stores, the sink is
+        down, and the whole batch is written again after a back-off. Returns what to write
+        again."""
+        probe = _Probe()
+        stored, again = await self._probe(batch, probe)
+        if not stored and probe.followers and not again:
+            # Only one connection's messages failed alone and nothing else was written: an
+            # outage, or a bad message with nobody beside it. A later message of that
+            # connection, written alone, tells (stored out of order: the connection fails).
+            stored = await self._witness(probe)
+        if not stored:
+            self._ctx.metrics.count(SINK_ERRORS)
+            log.warning(
+                "sink write of %d failed (attempt %d), each message alone too: an outage",
+                len(batch),
+                self._attempts + 1,
+                exc_info=True,
             )
-            _drop(batch[0])
-            buffer.fail(f"the sink could not store seq {message.seq}")
-            return
-        half = len(batch) // 2
-        # In order, so each connection's messages still settle in the order received.
-        await self._write(self._still_writable(batch[:half]))
-        await self._write(self._still_writable(batch[half:]))
+            return self._still_writable(probe.failed + again)
+        for entry in probe.failed:
+            buffer, _, message = entry
+            if id(entry) in probe.culprits:
+                log.error(
+                    "the sink cannot store message seq %d (its neighbours stored): failing "
+                    "its connection",
+                    message.seq,
+                    extra=self._ctx.log_extra(message.connection_id, message.token),
+                )
+                buffer.fail(f"the sink could not store seq {message.seq}")
+            _drop(entry)
+        return self._still_writable(again)
+
+    async def _witness(self, probe: "_Probe") -> bool:
+        """Write one message held behind a culprit alone: whether the sink took it."""
+        witness = probe.followers[0]
+        try:
+            await self._ctx.sink.write([witness[2]])
+        except SinkRefused as refused:
+            self._settle([witness], refused)
+        except Exception:
+            return False
+        else:
+            self._settle([witness], None)
+        probe.failed.remove(witness)
+        return True
+
+    async def _probe(self, batch: list[_Entry], probe: "_Probe") -> tuple[bool, list[_Entry]]:
+        """Write `batch` in halves down to single messages, in order; the singles that fail
+        in a way the sink does not name, and the later messages of their connections (never
+        written past a message not stored), go to `probe`. Returns whether anything stored
+        (or was refused by name: the sink answered), and what is left once the sink said it
+        is unavailable (that and everything after it, in order)."""
+        batch = self._still_writable(batch)
+        if probe.connections:
+            batch = [e for e in batch if not probe.behind_a_culprit(e)]
+        if not batch:
+            return False, []
+        try:
+            await self._ctx.sink.write([message for _, _, message in batch])
+        except SinkUnavailable as exc:
+            self._unavailable(batch, exc)
+            return False, batch
+        except SinkRefused as refused:
+            self._settle(batch, refused)
+            return True, []
+        except Exception:
+            if len(batch) == 1:
+                probe.culprit(batch[0])
+                return False, []
+            half = len(batch) // 2
+            stored, again = await self._probe(batch[:half], probe)
+            if again:
+                return stored, again + batch[half:]
+            later, again = await self._probe(batch[half:], probe)
+            return stored or later, again
+        self._failing = False
+        self._settle(batch, None)
+        return True, []
 
     def _still_writable(self, batch: list[_Entry]) -> list[_Entry]:
         kept = []
@@ -331,6 +407,29 @@ class IngestWriter:
                 extra=extra,
             )
             buffer.fail(f"the upstream sent different data for stored seq {message.seq}")
+        return True
+
+
+class _Probe:
+    """What a probe of a failing batch found: the messages that failed alone (culprits) and,
+    in order among them, the later messages of their connections, held back unwritten."""
+
+    def __init__(self) -> None:
+        self.failed: list[_Entry] = []
+        self.followers: list[_Entry] = []
+        self.culprits: set[int] = set()  # id() of the entries that failed alone
+        self.connections: set[tuple[str, int]] = set()  # (connection, token) of the culprits
+
+    def culprit(self, entry: _Entry) -> None:
+        self.failed.append(entry)
+        self.culprits.add(id(entry))
+        self.connections.add((entry[2].connection_id, entry[2].token))
+
+    def behind_a_culprit(self, entry: _Entry) -> bool:
+        if (entry[2].connection_id, entry[2].token) not in self.connections:
+            return False
+        self.failed.append(entry)
+        self.followers.append(entry)
         return True
 
 

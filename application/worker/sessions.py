@@ -210,10 +210,13 @@ class Sessions:
             stored = await self._ctx.sink.resume_point(
                 acquired.connection_id, acquired.checkpoint_seq
             )
-        except SinkUnavailable as exc:
+        except Exception as exc:
+            # SinkUnavailable, or whatever a user's sink raises when it is down: an outage of
+            # the sink must not keep the connection from being streamed.
             log.warning(
                 "resume point not read, resuming from the checkpoint: %s",
                 exc,
+                exc_info=not isinstance(exc, SinkUnavailable),
                 extra=self._ctx.log_extra(acquired.connection_id, acquired.token),
             )
             return acquired.checkpoint_seq

@@ -388,6 +388,8 @@ async def busiest(run: ChaosRun) -> WorkerHandle | None:
 
 SINK_FAULTS: dict[str, dict[str, Any]] = {
     "sink outage": {"sink_outage": True},
+    # A user's sink raising its client library's own error: an outage all the same.
+    "sink outage, unnamed (OSError)": {"sink_unnamed_outage": True},
     "sink latency 0.2s": {"sink_latency_s": 0.2},
     "sink partial batches": {"sink_fail": {"partial": 3}},
     "sink lost responses": {"sink_fail": {"applied": 3}},

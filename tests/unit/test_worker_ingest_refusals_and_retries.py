@@ -108,7 +108,9 @@ async def test_a_message_the_sink_fails_on_unexpectedly_is_logged_and_fails_its_
         await h.writer.flush()
 
     (record,) = _records(caplog, logging.ERROR)
-    assert record.getMessage() == "the sink cannot store message seq 2: failing its connection"
+    assert record.getMessage() == (
+        "the sink cannot store message seq 2 (its neighbours stored): failing its connection"
+    )
     _names(record, "c1", 4)
     assert h.failures["c1"] == "the sink could not store seq 2"
     assert (h.sink.seqs("c1"), buffer.checkpoint) == ([1], 1)
