@@ -8,7 +8,7 @@ Every kind sends `{"seq": n, "data": "<id>:<n>"}` from the requested seq, GOOD_F
 
 - faults (the worker must give the connection up, with back-off): see FAULTS;
 - tolerated misbehaviour (the worker must store the stream as if nothing happened): see
-  TOLERATED — a replay going backwards, a replay with other content, a ping flood.
+  TOLERATED — a replay going backwards, a ping flood.
 """
 
 import asyncio
@@ -34,9 +34,14 @@ FAULTS = (
     "seq-string",
     "seq-float",
     "seq-jump",  # seq 10^15
+    "seq-bogus-jump",  # one seq far ahead but inside the window, then the real stream goes on
+    "replay-different",  # the last seq again, with other content
+    "deep-json",  # a message whose data nests 5,000 deep (beyond the JSON parser's recursion)
+    "deep-brackets",  # 5,000 opening brackets
     "slow-handshake",  # the HTTP upgrade answered after SLOW_HANDSHAKE_S
 )
-TOLERATED = ("seq-backwards", "replay-different", "ping-flood")
+TOLERATED = ("seq-backwards", "ping-flood")
+BOGUS_JUMP = 900_000  # ahead of the next seq, inside WSFLEET_SEQ_JUMP_WINDOW's default
 KINDS = FAULTS + TOLERATED
 
 
@@ -76,6 +81,12 @@ async def _misbehave(ws: ServerConnection, kind: str, stream_id: str, seq: int) 
             await ws.send(message(stream_id, seq + 0.5))
         case "seq-jump":
             await ws.send(message(stream_id, 10**15))
+        case "seq-bogus-jump":
+            await ws.send(message(stream_id, seq + BOGUS_JUMP))
+        case "deep-json":
+            await ws.send(f'{{"seq": {seq}, "data": {"[" * 5_000}{"]" * 5_000}}}')
+        case "deep-brackets":
+            await ws.send("[" * 5_000)
         case "seq-backwards":
             for old in range(seq - 1, 0, -1):
                 await ws.send(message(stream_id, old))
