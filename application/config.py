@@ -59,6 +59,9 @@ class WorkerConfig:
     # the new checkpoint, it would drop every normal message after it as a replay (issue 13).
     seq_jump_window: int = attrs.field(default=1_000_000, validator=_positive)
     ingest_flush_interval_s: float = attrs.field(default=0.2, validator=_positive)
+    # Sink writer lanes, each with one batch in flight (IngestWriter): more keep a sink whose
+    # requests take tens of milliseconds busy; each connection stays in one lane, in order.
+    ingest_writers: int = attrs.field(default=1, validator=attrs.validators.in_(range(1, 65)))
     metrics_interval_s: float = attrs.field(default=30.0, validator=_positive)
     # Balance (issue 14, domain/balance.py): a worker above its share hands off the excess by
     # the graceful path, at most this many per pass of its sessions watch (about once a

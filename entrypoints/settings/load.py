@@ -104,6 +104,8 @@ def load_settings(environ: Mapping[str, str] | None = None, *, aws: bool | None 
         raise SettingsError(problems)
     if PREFIX + "CHECKPOINT_INTERVAL_S" not in env and _sink_without_resume_point(values):
         worker["checkpoint_interval_s"] = CHECKPOINT_WITHOUT_RESUME_POINT_S
+    if PREFIX + "INGEST_WRITERS" not in env and _dynamodb_sink(values):
+        worker["ingest_writers"] = DYNAMODB_SINK_WRITERS
     settings = Settings(**values, worker=_worker_config(worker))
     if sink := _sink_problems(settings):
         raise SettingsError(sink)
@@ -118,6 +120,17 @@ def load_settings(environ: Mapping[str, str] | None = None, *, aws: bool | None 
 # keeps the ask inside it, for 1 WRU per connection per checkpoint (120 per connection-hour).
 # With a sink that reports its resume point the hourly default stands (docs/deploy.md).
 CHECKPOINT_WITHOUT_RESUME_POINT_S = 30.0
+
+
+# DynamoDB Local answers a batch of 100 (four BatchWriteItem requests side by side) in about
+# 57 ms: one batch in flight stored at most ~1,750 messages/s. Four lanes keep four in flight
+# (bench/RESULTS.md section 20); other sinks keep one, for the fullest batches.
+DYNAMODB_SINK_WRITERS = 4
+
+
+def _dynamodb_sink(values: Mapping[str, Any]) -> bool:
+    sink = values.get("message_sink")
+    return values.get("backend") == "aws" and sink in (None, "dynamodb")
 
 
 def _sink_without_resume_point(values: Mapping[str, Any]) -> bool:

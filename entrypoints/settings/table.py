@@ -550,6 +550,12 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
         "message larger than this is still taken when the buffer is empty.",
     ),
     "ingest_flush_interval_s": (_SECONDS, "Longest wait before buffered messages are written."),
+    "ingest_writers": (
+        Number(integer=True, minimum=1, maximum=64),
+        "Sink writes in flight at once, each for its own share of the connections (a "
+        "connection's messages stay in order). Unset: 4 with the DynamoDB sink (its requests "
+        "take tens of ms), else 1 (fewer, fuller batches).",
+    ),
     "seq_jump_window": (
         Number(integer=True, minimum=1),
         "Largest forward seq jump taken as messages lost upstream; a larger one is an upstream "

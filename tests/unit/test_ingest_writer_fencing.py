@@ -105,7 +105,7 @@ async def test_a_message_lost_by_the_writer_freezes_the_checkpoint_behind_it() -
     buffer, _ = h.buffer("c1")
     for seq in (1, 2, 3, 4):
         await buffer.put(seq, f"m{seq}")
-    h.writer._queue.popleft()  # seq 1 vanished (a writer that died holding it, before #13)
+    h.writer.lanes[0]._queue.popleft()  # seq 1 vanished (a writer that died holding it, before #13)
 
     await h.writer.flush()
 

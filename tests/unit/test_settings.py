@@ -209,3 +209,16 @@ def test_a_sink_without_a_resume_point_checkpoints_every_30_s_unless_told_otherw
     assert resumable.worker.checkpoint_interval_s == 3_600
     assert own.worker.checkpoint_interval_s == 30
     assert told.worker.checkpoint_interval_s == 600
+
+
+def test_the_dynamodb_sink_writes_in_four_lanes_unless_told_otherwise() -> None:
+    aws = {"WSFLEET_BACKEND": "aws"}
+
+    assert load_settings(aws, aws=False).worker.ingest_writers == 4  # dynamodb by default
+    dynamodb = {**aws, "WSFLEET_MESSAGE_SINK": "dynamodb"}
+    assert load_settings(dynamodb, aws=False).worker.ingest_writers == 4
+    kinesis = {**aws, "WSFLEET_MESSAGE_SINK": "kinesis", "WSFLEET_KINESIS_STREAM": "feeds"}
+    assert load_settings(kinesis, aws=False).worker.ingest_writers == 1
+    assert load_settings({}).worker.ingest_writers == 1  # embedded: SQLite
+    told = {**aws, "WSFLEET_INGEST_WRITERS": "2"}
+    assert load_settings(told, aws=False).worker.ingest_writers == 2

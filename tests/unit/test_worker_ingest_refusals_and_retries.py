@@ -178,7 +178,8 @@ async def test_a_buffer_takes_messages_up_to_exactly_its_byte_bound() -> None:
     h = Harness()
     size = sys.getsizeof("m1")
     failed: list[str] = []
-    buffer = IngestBuffer(h.writer, Lease("c1", 1), 0, 10, 2 * size, failed.append)  # type: ignore[arg-type]
+    lane = h.writer.lanes[0]
+    buffer = IngestBuffer(lane, Lease("c1", 1), 0, 10, 2 * size, failed.append)  # type: ignore[arg-type]
 
     await asyncio.wait_for(buffer.put(1, "m1"), 1)
     await asyncio.wait_for(buffer.put(2, "m2"), 1)  # exactly at the bound: still taken

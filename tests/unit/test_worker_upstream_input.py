@@ -271,8 +271,10 @@ async def test_a_bad_message_found_by_the_writer_during_a_shutdown_still_backs_o
         url = await fleet.start_streamed_by("a", "c1")
         fleet.upstream.streams[url].inject = {30: [UpstreamMessage(30, "poison")]}
         fleet.upstream.streams[url].lost = {30}
-        queued = a.worker.ingest._queue
-        await fleet.clock.run_until(lambda: any(m.data == "poison" for *_, m in queued), 5)
+        queued = [lane._queue for lane in a.worker.ingest.lanes]
+        await fleet.clock.run_until(
+            lambda: any(m.data == "poison" for queue in queued for *_, m in queue), 5
+        )
 
         await fleet.shutdown("a")  # drains the poison: found while handing over
         fleet.add_worker("b")
