@@ -490,9 +490,7 @@ class SessionFleet(RuleBasedStateMachine):
         if self._give_back(grant, EndStream(cid, sid, token, seq), seq):
             assert self.states[cid].desired_state is DesiredState.STOPPED
 
-    @rule(
-        grant=grants, step=progress, back_off=st.integers(0, 5_000), healthy=st.booleans()
-    )
+    @rule(grant=grants, step=progress, back_off=st.integers(0, 5_000), healthy=st.booleans())
     def report_upstream_failure(
         self, grant: Grant, step: int, back_off: int, healthy: bool
     ) -> None:

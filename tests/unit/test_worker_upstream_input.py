@@ -211,9 +211,7 @@ class BlinkingSink(InMemoryMessageSink):
         await super().write(messages)
 
 
-async def test_an_outage_of_a_sink_that_names_no_error_is_retried_and_fails_no_connection() -> (
-    None
-):
+async def test_an_outage_of_a_sink_that_names_no_error_is_retried_and_fails_no_connection() -> None:
     """Two seconds of ConnectionResetError from a user's sink: taken for bad messages, every
     connection in the batch went to the persisted back-off (15 s to 15 min each)."""
     fleet = Fleet()
