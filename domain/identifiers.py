@@ -29,7 +29,9 @@ def validate_ws_url(ws_url: str) -> str:
         parts = urlsplit(ws_url)
         port = parts.port  # parsed lazily: a bad port only raises here
     except ValueError as exc:  # "ws://[::1/x", "ws://h:99999"
-        raise InvalidCommand(f"ws_url has a malformed host or port: {exc}") from exc
+        # The parser's message quotes the netloc, user info and password included: say what
+        # is wrong in words of our own, and chain nothing a traceback could print.
+        raise InvalidCommand(f"ws_url has a malformed host or port: {_why(exc)}") from None
     if parts.scheme not in WS_SCHEMES:
         raise InvalidCommand(
             f"ws_url must start with ws:// or wss://, got scheme {parts.scheme or '(none)'!r}"
@@ -39,6 +41,22 @@ def validate_ws_url(ws_url: str) -> str:
     if port == 0:
         raise InvalidCommand("ws_url has port 0")
     return ws_url
+
+
+# What urlsplit's ValueError is about, told by words of its message that quote nothing of the
+# URL; a message matching none of them gets the general wording.
+_MALFORMED_REASONS = (
+    ("NFKC", "the host or user info has characters that Unicode normalization (NFKC) changes"),
+    ("out of range", "the port is out of range 0-65535"),
+    ("cast to integer", "the port is not a number"),
+    ("IPv6", "a bracketed IPv6 address is malformed"),
+    ("IPv4", "a bracketed IPv6 address is malformed"),
+)
+
+
+def _why(exc: ValueError) -> str:
+    message = str(exc)
+    return next((why for word, why in _MALFORMED_REASONS if word in message), "unparseable")
 
 
 def validate_session_id(session_id: str) -> str:

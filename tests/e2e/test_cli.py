@@ -167,6 +167,21 @@ def test_refusals_exit_1_and_say_why(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert reason in capsys.readouterr().err
 
 
+def test_a_malformed_url_is_refused_without_printing_its_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The URL parser's message quotes the netloc; the CLI says what is wrong as the API does."""
+    env = {"WSFLEET_DATA_DIR": str(tmp_path / ".wsfleet")}
+    url = "ws://us\u2100er:TopSecretPw@example.com/"
+
+    assert main(["start", "x", url], environ=env) == 1
+
+    err = capsys.readouterr().err
+    assert "ws_url has a malformed host or port" in err
+    assert "TopSecretPw" not in err
+    assert "us\u2100er" not in err
+
+
 async def test_simulator_api_and_worker_run_and_the_operator_commands_see_them(
     tmp_path: Path,
 ) -> None:

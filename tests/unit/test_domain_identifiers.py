@@ -88,6 +88,27 @@ def test_malformed_host_or_port_is_an_invalid_command_not_a_crash(url: str) -> N
 
 
 @pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("ws://us\u2100er:TopSecretPw@example.com/", "Unicode normalization"),
+        ("wss://admin:TopSecretPw@[::1/x?token=TopSecretPw", "IPv6 address is malformed"),
+        ("ws://admin:TopSecretPw@[zz]/", "IPv6 address is malformed"),
+        ("ws://admin:TopSecretPw@host:99999/", "out of range 0-65535"),
+        ("ws://admin@host:TopSecretPw/", "port is not a number"),
+    ],
+)
+def test_a_malformed_url_is_refused_without_quoting_its_credentials(url: str, reason: str) -> None:
+    """urlsplit's own message quotes the netloc, password included; the CLI prints ours."""
+    with pytest.raises(InvalidCommand, match=reason) as refused:
+        validate_ws_url(url)
+
+    assert "TopSecretPw" not in str(refused.value)
+    assert "admin" not in str(refused.value)
+    assert refused.value.__cause__ is None
+    assert refused.value.__suppress_context__  # a traceback does not print the parser's error
+
+
+@pytest.mark.parametrize(
     "session_id",
     ["s", "worker-7/0b9e6a8e-2f6c-4b8e-9a53-0f7b6d1c2e3a", "ip-10-0-1-7 #3", "ü" * 256],
 )
