@@ -14,7 +14,7 @@ locals {
 
 resource "aws_cloudwatch_log_group" "deaths" {
   #checkov:skip=CKV_AWS_338:Operational logs; retention is var.log_retention_days (30 by default) to bound cost; raise it where policy demands a year.
-  name              = "/aws/lambda/${var.name}-deaths"
+  name              = local.log_group_names.deaths
   retention_in_days = var.log_retention_days
   kms_key_id        = local.kms_key_arn
 }

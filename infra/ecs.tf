@@ -32,7 +32,7 @@ resource "aws_ecr_lifecycle_policy" "worker" {
 
 resource "aws_cloudwatch_log_group" "worker" {
   #checkov:skip=CKV_AWS_338:Operational logs; retention is var.log_retention_days (30 by default) to bound cost; raise it where policy demands a year.
-  name              = "/aws/ecs/${var.name}-worker"
+  name              = local.log_group_names.worker
   retention_in_days = var.log_retention_days
   kms_key_id        = local.kms_key_arn
 }

@@ -233,7 +233,11 @@ resource "aws_iam_role_policy" "router" {
 
 # --- Operators ------------------------------------------------------------------------------------
 
-# Read-only access for `wsfleet status --backend aws`; attach it to your operators' roles.
+# Read-only access for `wsfleet status`, `history` and `messages --backend aws`; attach it to
+# your operators' roles. Privileged all the same (docs/deploy.md, section 6): the connections
+# table and the events table hold each upstream URL as the caller sent it, credentials included
+# (the commands print it redacted, the raw items do not), and the messages table holds
+# everything the upstreams sent.
 data "aws_iam_policy_document" "operator" {
   statement {
     sid       = "ConnectionsTable"
@@ -289,6 +293,6 @@ data "aws_iam_policy_document" "operator" {
 
 resource "aws_iam_policy" "operator" {
   name        = "${var.name}-operator"
-  description = "Read-only access to the wsfleet tables and queue, for wsfleet status."
+  description = "Privileged read-only access to the wsfleet tables and queue, for wsfleet status: reads upstream URLs with their credentials and every stored message."
   policy      = data.aws_iam_policy_document.operator.json
 }

@@ -35,7 +35,8 @@ data "aws_iam_policy_document" "kms" {
     }
   }
 
-  # CloudWatch Logs encrypts the stack's log groups, and only those.
+  # CloudWatch Logs encrypts the stack's log groups, and only those: their exact ARNs
+  # (locals.tf), not a pattern another group's name could match.
   statement {
     sid = "CloudWatchLogsUsesKeyForStackLogGroups"
     actions = [
@@ -51,9 +52,9 @@ data "aws_iam_policy_document" "kms" {
       identifiers = ["logs.${local.region}.amazonaws.com"]
     }
     condition {
-      test     = "ArnLike"
+      test     = "ArnEquals"
       variable = "kms:EncryptionContext:aws:logs:arn"
-      values   = ["arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:*${var.name}*"]
+      values   = values(local.log_group_arns)
     }
   }
 }

@@ -9,6 +9,24 @@ locals {
   kms_key_arn  = var.kms_key_arn != null ? var.kms_key_arn : aws_kms_key.main[0].arn
   service_name = var.name
 
+  # Every log group of the stack, by name: each aws_cloudwatch_log_group takes its name from
+  # here, and the key policy (kms.tf) admits exactly these. The policy builds their ARNs from
+  # the names because the log groups refer to the key: the key cannot refer to them.
+  router_stage_name = "v1"
+  log_group_names = {
+    router     = "/aws/lambda/${var.name}-router"
+    deaths     = "/aws/lambda/${var.name}-deaths"
+    worker     = "/aws/ecs/${var.name}-worker"
+    api_access = "/aws/apigateway/${var.name}-router-access"
+    # The name API Gateway writes execution logs to; the stack creates it (encrypted, with a
+    # retention) so API Gateway never creates one of its own.
+    api_execution = "API-Gateway-Execution-Logs_${aws_api_gateway_rest_api.router.id}/${local.router_stage_name}"
+  }
+  log_group_arns = {
+    for key, name in local.log_group_names :
+    key => "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:${name}"
+  }
+
   # CloudWatch: the namespace and dimension the metrics adapter publishes under.
   metrics_namespace = "WsFleet"
   metrics_dimension = "ServiceName"

@@ -9,7 +9,7 @@ locals {
 
 resource "aws_cloudwatch_log_group" "router" {
   #checkov:skip=CKV_AWS_338:Operational logs; retention is var.log_retention_days (30 by default) to bound cost; raise it where policy demands a year.
-  name              = "/aws/lambda/${var.name}-router"
+  name              = local.log_group_names.router
   retention_in_days = var.log_retention_days
   kms_key_id        = local.kms_key_arn
 }
@@ -109,7 +109,14 @@ resource "aws_api_gateway_deployment" "router" {
 
 resource "aws_cloudwatch_log_group" "api_access" {
   #checkov:skip=CKV_AWS_338:Operational logs; retention is var.log_retention_days (30 by default) to bound cost; raise it where policy demands a year.
-  name              = "/aws/apigateway/${var.name}-router-access"
+  name              = local.log_group_names.api_access
+  retention_in_days = var.log_retention_days
+  kms_key_id        = local.kms_key_arn
+}
+
+resource "aws_cloudwatch_log_group" "api_execution" {
+  #checkov:skip=CKV_AWS_338:Operational logs; retention is var.log_retention_days (30 by default) to bound cost; raise it where policy demands a year.
+  name              = local.log_group_names.api_execution
   retention_in_days = var.log_retention_days
   kms_key_id        = local.kms_key_arn
 }
@@ -121,7 +128,7 @@ resource "aws_api_gateway_stage" "router" {
   #checkov:skip=CKV2_AWS_51:Clients authenticate with SigV4 (or an API key); the Lambda integration is authorized by its resource policy, so backend client certificates add nothing.
   rest_api_id   = aws_api_gateway_rest_api.router.id
   deployment_id = aws_api_gateway_deployment.router.id
-  stage_name    = "v1"
+  stage_name    = local.router_stage_name
 
   access_log_settings {
     destination_arn = aws_cloudwatch_log_group.api_access.arn
@@ -159,10 +166,15 @@ resource "aws_api_gateway_method_settings" "all" {
     throttling_burst_limit = var.api_throttle_burst
     caching_enabled        = false
   }
+
+  # Execution logs start with these settings: their log group must exist first.
+  depends_on = [aws_cloudwatch_log_group.api_execution]
 }
 
-# API Gateway writes execution and access logs through one role per account and region. If
-# another stack already manages it, set var.manage_apigateway_account = false.
+# API Gateway writes execution and access logs through one role per account and region. This
+# stack's role may write only to this API's two log groups (and read none): other REST APIs of
+# the same account and region, if any, then log nothing. If the account hosts others, set
+# var.manage_apigateway_account = false and keep the account's role where it is managed.
 data "aws_iam_policy_document" "apigateway_assume" {
   statement {
     actions = ["sts:AssumeRole"]
@@ -181,20 +193,27 @@ resource "aws_iam_role" "apigateway_logs" {
 }
 
 data "aws_iam_policy_document" "apigateway_logs" {
+  # DescribeLogGroups lists: it has no resource-level permission narrower than every group of
+  # the region. It returns names and settings, never a log event.
   statement {
-    sid = "WriteApiLogs"
+    sid       = "FindLogGroups"
+    actions   = ["logs:DescribeLogGroups"]
+    resources = ["arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:*"]
+  }
+
+  statement {
+    sid = "WriteThisApisLogs"
     actions = [
-      "logs:CreateLogGroup",
+      "logs:CreateLogGroup", # the execution log group exists already; API Gateway may still ask
       "logs:CreateLogStream",
-      "logs:DescribeLogGroups",
       "logs:DescribeLogStreams",
       "logs:PutLogEvents",
-      "logs:GetLogEvents",
-      "logs:FilterLogEvents",
     ]
     resources = [
-      "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:*",
-      "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:*:log-stream:*",
+      local.log_group_arns.api_execution,
+      "${local.log_group_arns.api_execution}:log-stream:*",
+      local.log_group_arns.api_access,
+      "${local.log_group_arns.api_access}:log-stream:*",
     ]
   }
 }

@@ -276,7 +276,7 @@ variable "api_quota_per_day" {
 }
 
 variable "manage_apigateway_account" {
-  description = "Set the account's (per region) API Gateway CloudWatch logging role; false if another stack manages it."
+  description = "Set the account's (per region) API Gateway CloudWatch logging role, scoped to this API's log groups; false if another stack manages it or other REST APIs of the account and region must log."
   type        = bool
   default     = true
 }
