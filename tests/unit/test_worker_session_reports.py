@@ -120,11 +120,9 @@ async def test_an_upstream_refused_twice_backs_off_longer_the_second_time(fleet:
     assert a.metrics.counters[UPSTREAM_GIVE_UPS] == 2
 
 
-async def test_an_upstream_that_made_progress_before_failing_backs_off_from_one(
-    fleet: Fleet,
-) -> None:
-    """GIVEN a connection that failed once WHEN its next lease stores messages before the
-    upstream fails again THEN the count restarts at one, and so does the back-off."""
+async def _failed_again_after_streaming(fleet: Fleet, streamed_s: float) -> UpstreamFailed:
+    """c1 given up on once, then taken again, streamed for `streamed_s` (messages stored),
+    then dropped and refused on reconnecting: the second report."""
     fleet.add_worker("a")
     url = await fleet.start("c1")
     stream = fleet.upstream.stream(url)
@@ -133,13 +131,24 @@ async def test_an_upstream_that_made_progress_before_failing_backs_off_from_one(
 
     stream.rejected = False
     await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 60)
-    await fleet.clock.advance(fleet.config.upstream_healthy_s)  # streamed well, and stored
+    await fleet.clock.advance(streamed_s)
     stream.drop_after, stream.rejected = 0, True  # dropped, then refused on reconnecting
     report = await _given_up(fleet, 2)
 
     state = await fleet.store.get("c1")
     assert state is not None
     assert state.checkpoint_seq > 0, "the lease made progress"
+    return report
+
+
+async def test_an_upstream_that_streamed_well_before_failing_backs_off_from_one(
+    fleet: Fleet,
+) -> None:
+    """GIVEN a connection that failed once WHEN its next lease streams for
+    `upstream_healthy_s`, storing messages, before the upstream fails again THEN the count
+    restarts at one, and so does the back-off."""
+    report = await _failed_again_after_streaming(fleet, fleet.config.upstream_healthy_s)
+
     _backed_off_for(report, 1, fleet.config.poison_backoff_base_s)
 
 
@@ -150,21 +159,8 @@ async def test_an_upstream_that_fails_soon_after_each_connect_backs_off_longer_e
     the upstream fails again, before it streamed for `upstream_healthy_s` THEN that progress
     does not restart the count: a poison that sends good messages first still backs off
     longer each time."""
-    fleet.add_worker("a")
-    url = await fleet.start("c1")
-    stream = fleet.upstream.stream(url)
-    stream.rejected = True
-    await _given_up(fleet, 1)
+    report = await _failed_again_after_streaming(fleet, 2)  # ~20 messages stored
 
-    stream.rejected = False
-    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "a", 60)
-    await fleet.clock.advance(2)  # ~20 messages received, and stored
-    stream.drop_after, stream.rejected = 0, True
-    report = await _given_up(fleet, 2)
-
-    state = await fleet.store.get("c1")
-    assert state is not None
-    assert state.checkpoint_seq > 0, "the lease made progress"
     _backed_off_for(report, 2, fleet.config.poison_backoff_base_s)
 
 
