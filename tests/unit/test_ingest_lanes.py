@@ -47,7 +47,10 @@ async def _written_by(lanes: int) -> tuple[SlowSink, IngestWriter, dict[str, int
     sink.max_batch = 10
     config = WorkerConfig(ingest_writers=lanes)
     writer = IngestWriter(worker_context(clock, InMemoryMetrics(), config=config, sink=sink))
-    buffers = {f"c{i}": writer.buffer(Lease(f"c{i}", 1), 0, lambda _: None) for i in range(16)}
+    buffers = {
+        f"c{i}": writer.buffer(Lease(f"c{i}", 1), 0, lambda _: None)  # type: ignore[arg-type]
+        for i in range(16)
+    }
     for seq in range(1, 21):
         for buffer in buffers.values():
             await buffer.put(seq, f"m{seq}")
