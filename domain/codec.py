@@ -1,7 +1,7 @@
 """Events and states to plain dicts and back, for stores and APIs (still no I/O here)."""
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import attrs
 
@@ -22,6 +22,7 @@ from domain.events import (
     StreamEnded,
     UpstreamFailed,
 )
+from domain.redaction import redact_url
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
@@ -44,6 +45,23 @@ _E = TypeVar("_E", Event, SessionEvent)
 SESSION_EVENT_TYPES: dict[str, type[SessionEvent]] = {
     cls.__name__: cls for cls in (SessionOpened, SessionRenewed, SessionEnded)
 }
+
+
+@overload
+def for_the_log(event: Event) -> Event: ...
+@overload
+def for_the_log(event: SessionEvent) -> SessionEvent: ...
+@overload
+def for_the_log(event: Event | SessionEvent) -> Event | SessionEvent: ...
+def for_the_log(event: Event | SessionEvent) -> Event | SessionEvent:
+    """`event` as the ownership log keeps it: an upstream URL with its credentials masked
+    (domain.redaction). The log is the audit trail an operator reads; only the connection's
+    state keeps the URL the worker connects to (folding the log gives the masked URL)."""
+    if isinstance(event, ConnectionStarted):
+        return attrs.evolve(event, ws_url=redact_url(event.ws_url))
+    if isinstance(event, ConnectionRestarted):
+        return attrs.evolve(event, ws_url=redact_url(event.ws_url))
+    return event
 
 
 def event_to_dict(event: Event | SessionEvent) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from domain import (
 from domain.codec import (
     event_from_dict,
     event_to_dict,
+    for_the_log,
     session_event_from_dict,
 )
 
@@ -141,7 +142,7 @@ def event_to_item(event: Event) -> Item:
 
 
 def _log_item(key: str, event: Event | SessionEvent) -> Item:
-    body = event_to_dict(event)
+    body = event_to_dict(for_the_log(event))
     return {
         schema.PK: s(key),
         schema.SK: n(event.version),

@@ -24,6 +24,7 @@ from domain import (
     fold_session,
     is_ownership_event,
 )
+from domain.codec import for_the_log
 
 
 class InMemoryConnectionStore(ConnectionStore):
@@ -49,7 +50,7 @@ class InMemoryConnectionStore(ConnectionStore):
             assert new_state is not None
             self._states[command.connection_id] = new_state
             self._log.setdefault(command.connection_id, []).extend(
-                e for e in events if is_ownership_event(e)
+                for_the_log(e) for e in events if is_ownership_event(e)
             )
             return CommandResult(new_state, True, tuple(events))
 

@@ -8,6 +8,7 @@ from domain import Connection, DesiredState, Event, SessionEvent, StopReason, Wo
 from domain.codec import (
     event_from_dict,
     event_to_dict,
+    for_the_log,
     session_event_from_dict,
 )
 
@@ -113,7 +114,7 @@ def _log_row(event: Event | SessionEvent) -> dict[str, Any]:
         "version": event.version,
         "event_type": type(event).__name__,
         "at_ms": event.at_ms,
-        "body": json.dumps(event_to_dict(event), separators=(",", ":")),
+        "body": json.dumps(event_to_dict(for_the_log(event)), separators=(",", ":")),
     }
 
 

@@ -1,36 +1,27 @@
 """Keep credentials carried in upstream URLs out of logs and exception messages.
 
-Upstream URLs come from API callers and often carry credentials: `wss://user:pass@host/...`
-or `?token=...`, `?api_key=...`, pre-signed `X-Amz-Signature=...`, or a name nobody can
-guess (`?k=...`, `?meeting_pin=...`). So every query value is masked unless its name is on a
-short allow-list of names known to carry no secret (`SHOWN_QUERY_NAMES`); `&` and `;` both
-separate parameters (servers split on either). Every URL this adapter logs or puts in an
-exception goes through `redact_url`; any free text that may echo the URL (a library's error
-message) goes through `redact_text`; an upstream's close reason, which the upstream writes and
-may echo a credential, through `redact_reason`. A secret inside a path segment
-(`/stream/<token>`) cannot be recognised: put credentials in a header (the hook) instead.
+Which parts of a URL are secret is the domain's rule (`domain.redaction`: the ownership log
+applies it too). Every URL this adapter logs or puts in an exception goes through
+`redact_url`; any free text that may echo the URL (a library's error message) goes through
+`redact_text`; an upstream's close reason, which the upstream writes and may echo a
+credential, through `redact_reason`.
 """
 
 import logging
 import re
 from collections.abc import Iterable, MutableMapping
 from typing import Any
-from urllib.parse import unquote_plus, urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit
 
-MASK = "***"
-# Query parameter names whose values are shown (exact, case-insensitive): resume points and
-# stream formats, which help debugging and are never credentials. Every other value is masked.
-SHOWN_QUERY_NAMES = frozenset(
-    {"from_seq", "seq", "offset", "format", "encoding", "sample_rate", "language", "lang", "v"}
-)
+from domain.redaction import MASK, MIN_SECRET_LENGTH, is_shown_query_name
+from domain.redaction import redact_url as redact_url  # this adapter's URLs are masked by it
+
 _QUERY_SEPARATOR = re.compile(r"[&;]")
+
 # Header (and close-reason) names that carry credentials (substring match, case-insensitive).
 _SENSITIVE_NAME = re.compile(
     r"token|key|secret|pass|pwd|auth|sig|credential|session|jwt|cookie", re.IGNORECASE
 )
-# Shorter values are not treated as secrets by `redact_text`: masking every "1" would garble
-# messages ("HTTP 401") and a secret that short protects nothing.
-_MIN_SECRET_LENGTH = 4
 # In free text an upstream wrote: `token=...`, `api_key: ...`, `Bearer ...`, `Basic ...`.
 _CREDENTIAL_IN_TEXT = re.compile(
     r"(?P<name>[\w.-]*(?:token|key|secret|pass|pwd|auth|sig|credential|session|jwt|cookie)"
@@ -42,28 +33,6 @@ _CREDENTIAL_IN_TEXT = re.compile(
 
 def is_sensitive_name(name: str) -> bool:
     return bool(_SENSITIVE_NAME.search(name))
-
-
-def is_shown_query_name(name: str) -> bool:
-    return unquote_plus(name).lower() in SHOWN_QUERY_NAMES
-
-
-def redact_url(url: str) -> str:
-    """`url` with its userinfo, fragment and every query value not on the allow-list
-    replaced by `***`."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<invalid URL>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = f"{MASK}@{netloc.rpartition('@')[2]}"
-    query = "".join(  # each separator kept as sent
-        _redact_pair(piece) if i % 2 == 0 else piece
-        for i, piece in enumerate(re.split(r"([&;])", parts.query))
-    )
-    fragment = MASK if parts.fragment else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
 
 
 def url_secrets(url: str) -> list[str]:
@@ -84,14 +53,14 @@ def url_secrets(url: str) -> list[str]:
         found.add(parts.fragment)
     decoded = {unquote_plus(s) for s in found}
     return sorted(
-        (s for s in found | decoded if len(s) >= _MIN_SECRET_LENGTH), key=len, reverse=True
+        (s for s in found | decoded if len(s) >= MIN_SECRET_LENGTH), key=len, reverse=True
     )
 
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:
     """`text` with every occurrence of each secret replaced by `***`."""
     for secret in secrets:
-        if len(secret) >= _MIN_SECRET_LENGTH:
+        if len(secret) >= MIN_SECRET_LENGTH:
             text = text.replace(secret, MASK)
     return text
 
@@ -106,13 +75,6 @@ def redact_reason(text: str, secrets: Iterable[str]) -> str:
         return f"{match.group('name')}{match.group('sep')}{MASK}"
 
     return _CREDENTIAL_IN_TEXT.sub(mask, redact_text(text, secrets))
-
-
-def _redact_pair(pair: str) -> str:
-    name, sep, value = pair.partition("=")
-    if not sep:  # a bare name (`?debug`) has no value to hide... unless it is one
-        return pair if is_shown_query_name(name) or len(name) < _MIN_SECRET_LENGTH else MASK
-    return pair if is_shown_query_name(name) or not value else f"{name}{sep}{MASK}"
 
 
 class RedactingLogger(logging.LoggerAdapter[logging.Logger]):

@@ -1004,6 +1004,27 @@ async def test_a_forgotten_sessions_id_is_never_opened_again(store: ConnectionSt
 # --- history -----------------------------------------------------------------------------------
 
 
+async def test_the_history_keeps_upstream_urls_with_their_credentials_masked(
+    store: ConnectionStore,
+) -> None:
+    """The log is an audit trail any operator reads: only the connection's state keeps the
+    URL the worker connects to, credentials and all."""
+    secret = "wss://user:TopSecretPw@feeds.example.com/s?token=abc123&from_seq=5"
+    restarted = "wss://feeds.example.com/s?api_key=k-9876"
+    await store.start("c1", secret, T)
+    await store.stop("c1", T + 1)
+    await store.start("c1", restarted, T + 2)
+
+    history = await store.history("c1")
+
+    started_event, restarted_event = history[0], history[-1]
+    assert isinstance(started_event, ConnectionStarted)
+    assert started_event.ws_url == "wss://***@feeds.example.com/s?token=***&from_seq=5"
+    assert isinstance(restarted_event, ConnectionRestarted)
+    assert restarted_event.ws_url == "wss://feeds.example.com/s?api_key=***"
+    assert (await store.get("c1")).ws_url == restarted  # type: ignore[union-attr]
+
+
 async def test_history_is_the_ownership_log_in_version_order(store: ConnectionStore) -> None:
     await started(store)
     await session(store, "s1")
