@@ -17,19 +17,10 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from entrypoints.api.http import ApiError
+from entrypoints.web import host_name
 
 _COMMAND_METHODS = frozenset({"POST", "PUT"})
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-
-
-def _host_name(value: str) -> str:
-    """The name in a Host header value: without the port, IPv6 brackets or a final dot."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1:].partition("]")[0]
-    if value.count(":") == 1:
-        value = value.partition(":")[0]
-    return value.rstrip(".")
 
 
 @attrs.frozen
@@ -41,7 +32,7 @@ class ApiPerimeter:
     def of(
         cls, bound_host: str, extra_hosts: Iterable[str] = (), token: str | None = None
     ) -> "ApiPerimeter":
-        names = {_host_name(h) for h in (bound_host, *_LOOPBACK_NAMES, *extra_hosts)}
+        names = {host_name(h) for h in (bound_host, *_LOOPBACK_NAMES, *extra_hosts)}
         return cls(frozenset(names), token)
 
     def check(self, method: str, headers: Mapping[str, str]) -> None:
@@ -50,7 +41,7 @@ class ApiPerimeter:
         host = headers.get("host")
         if host is None:
             raise ApiError(400, "invalid_request", "the Host header is required")
-        if _host_name(host) not in self.allowed_hosts:
+        if host_name(host) not in self.allowed_hosts:
             raise ApiError(
                 421,
                 "misdirected_request",

@@ -251,20 +251,45 @@ async def test_the_right_token_is_accepted(guarded: LocalApiServer) -> None:
     assert status == 202
 
 
-async def test_open_connections_are_capped_and_idle_ones_do_not_hold_a_slot(
+async def test_open_connections_are_capped_and_an_idle_one_gives_way_to_a_request(
     guarded: LocalApiServer,
 ) -> None:
-    """Three silent sockets fill the API; a fourth is answered 503 at once; a real request
-    is served again once the idle ones are closed."""
+    """Three silent sockets fill the API (room for 3); a real request is still served, and
+    the oldest silent socket is the one closed to make room."""
     idle = [await asyncio.open_connection("127.0.0.1", guarded.port) for _ in range(3)]
     await asyncio.sleep(0.2)  # let the server accept them
 
-    busy, headers, body = await exchange(guarded, b"")
+    served = (await call(guarded, "GET", "/connections/x", None, AUTH))[0]
 
-    assert (busy, body["error"], headers["Retry-After"]) == (503, "service_unavailable", "2")
+    oldest_reader = idle[0][0]
+    async with asyncio.timeout(2):
+        assert await oldest_reader.read() == b""
+    assert served == 404
     for _, writer in idle:
         writer.close()
+
+
+async def test_with_every_socket_inside_a_request_a_new_one_is_closed_at_once(
+    guarded: LocalApiServer,
+) -> None:
+    """Three requests whose bodies are still arriving fill the API: a fourth socket is
+    closed without an answer, and served again once they are gone."""
+    head = "POST /events HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+    slow = f"{head}Authorization: Bearer {TOKEN}\r\nContent-Length: 10\r\n\r\n{{".encode()
+    busy = [await asyncio.open_connection("127.0.0.1", guarded.port) for _ in range(3)]
+    for _, writer in busy:
+        writer.write(slow)
     await asyncio.sleep(0.2)
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", guarded.port)
+    async with asyncio.timeout(2):
+        refused = await reader.read()
+    writer.close()
+    for _, slow_writer in busy:
+        slow_writer.close()
+    await asyncio.sleep(0.2)
+
+    assert refused == b""
     assert (await call(guarded, "GET", "/connections/x", None, AUTH))[0] == 404
 
 
