@@ -3,9 +3,11 @@ the loops are alive and the store was reached recently, else 503), `GET /status`
 view for operators (connections, tokens, lease remaining, checkpoints), and `GET /metrics`,
 the worker's metrics in Prometheus' text format (when given a scrape function).
 
-Plain asyncio and a minimal HTTP/1.1 reader: three GET routes do not justify a web framework.
-Each request is bounded in size and time, and every handler task is owned and cancelled on
-close."""
+On aiohttp.web through entrypoints/web/listener.py: at most MAX_CONNECTIONS sockets (a new one
+evicts an idle one), the request head within REQUEST_TIMEOUT_S of connecting, one request per
+socket. `/status` names connections, tokens and checkpoints, so a page in a local browser
+must not read it through DNS rebinding: a Host that is a name other than `localhost` or the
+bound one is refused 421 (an IP literal, what probes and Prometheus send, is answered)."""
 
 import asyncio
 import json
@@ -15,14 +17,16 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from application.worker.worker import Worker
+from entrypoints.web import Listener, host_name, is_ip_literal
 
 log = logging.getLogger(__name__)
 
-_REQUEST_TIMEOUT_S = 5.0
-_MAX_HEADER_LINES = 64
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+REQUEST_TIMEOUT_S = 5.0
+MAX_CONNECTIONS = 32  # a health check, a scraper and an operator or two
 
 
 # A scrape: the exposition's content type and body.
@@ -37,53 +41,58 @@ class HealthServer:
         port: int,
         service_name: str,
         scrape: Scrape | None = None,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self._worker = worker
         self._scrape = scrape
         self._host = host
-        self._port = port
         self._service = service_name
-        self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
         self._started_at = time.time()
+        self._names = frozenset({"localhost", host_name(host)})
+        app = web.Application(middlewares=[self._guard])
+        app.router.add_route("*", "/{path:.*}", self._handle)
+        self._listener = Listener(
+            app,
+            host,
+            port,
+            max_connections=max_connections,
+            head_timeout_s=REQUEST_TIMEOUT_S,
+            bad_request=lambda status, message: _json(status, {"error": "bad_request"}),
+        )
 
     @property
     def port(self) -> int:
         """The bound port (useful when configured as an ephemeral one in tests)."""
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
+        return self._listener.port
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self._host, self._port)
+        """Raises OSError if the address cannot be bound."""
+        await self._listener.start()
         log.info("health endpoint on http://%s:%d/healthz", self._host, self.port)
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        await self._listener.close()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        host = request.headers.get("Host")
+        if host is not None:
+            name = host_name(host)
+            if name not in self._names and not is_ip_literal(name):
+                return _json(421, {"error": "misdirected_request"})
         try:
-            async with asyncio.timeout(_REQUEST_TIMEOUT_S):
-                method, path = await _read_request(reader)
-                if path.split("?", 1)[0] == "/metrics" and method == "GET" and self._scrape:
-                    content_type, payload = self._scrape()
-                    await _write(writer, 200, content_type, payload)
-                else:
-                    status, body = self.respond(method, path)
-                    await _write_response(writer, status, body)
-        except (TimeoutError, ConnectionError, ValueError, asyncio.IncompleteReadError):
-            pass  # a broken or slow probe gets no answer; the next one will
-        finally:
-            self._handlers.discard(task)
-            writer.close()
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                return await handler(request)
+        except TimeoutError:
+            return _json(503, {"error": "timeout"})
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        path, method = request.path, request.method
+        if path == "/metrics" and method == "GET" and self._scrape:
+            content_type, payload = self._scrape()
+            return _payload(200, content_type, payload)
+        status, body = self.respond(method, path)
+        return _json(status, body)
 
     def respond(self, method: str, path: str) -> tuple[int, dict[str, Any]]:
         route = path.split("?", 1)[0]
@@ -114,33 +123,14 @@ class HealthServer:
         }
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str]:
-    line = (await reader.readline()).decode("latin-1").split()
-    if len(line) != 3 or not line[2].startswith("HTTP/"):
-        raise ValueError("not an HTTP request line")
-    for _ in range(_MAX_HEADER_LINES):
-        if (await reader.readline()) in (b"\r\n", b"\n", b""):
-            return line[0], line[1]
-    raise ValueError("too many header lines")
-
-
-async def _write_response(writer: asyncio.StreamWriter, status: int, body: dict[str, Any]) -> None:
+def _json(status: int, body: dict[str, Any]) -> web.Response:
     payload = json.dumps(body, separators=(",", ":")).encode()
-    await _write(writer, status, "application/json", payload)
+    return _payload(status, "application/json", payload)
 
 
-async def _write(
-    writer: asyncio.StreamWriter, status: int, content_type: str, payload: bytes
-) -> None:
-    head = (
-        f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\n"
-        f"Content-Type: {content_type}\r\n"
-        f"Content-Length: {len(payload)}\r\n"
-        "Cache-Control: no-store\r\n"
-        "Connection: close\r\n\r\n"
-    )
-    writer.write(head.encode("latin-1") + payload)
-    await writer.drain()
+def _payload(status: int, content_type: str, payload: bytes) -> web.Response:
+    headers = {"Content-Type": content_type, "Cache-Control": "no-store"}
+    return web.Response(status=status, body=payload, headers=headers)
 
 
 def _round(value: float | None) -> float | None:

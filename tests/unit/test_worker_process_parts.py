@@ -172,25 +172,33 @@ async def test_health_endpoint_answers_healthz_and_status_then_503_once_stopped(
     await server.start()
     try:
         await asyncio.sleep(0.1)
-        status, health = await _get(server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, health = await _get(
+            server.port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        )
         assert status == 200
         assert health["healthy"] is True
         assert set(health["loops_alive"]) >= {"poll", "reconcile"}
 
-        status, view = await _get(server.port, b"GET /status HTTP/1.1\r\n\r\n")
+        status, view = await _get(server.port, b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         assert status == 200
         assert view["worker_id"] == "w-test-1"
         assert view["service"] == "svc"
         assert view["active_connections"] == 0
         assert view["connections"] == []
 
-        assert (await _get(server.port, b"POST /healthz HTTP/1.1\r\n\r\n"))[0] == 405
-        assert (await _get(server.port, b"GET /metrics HTTP/1.1\r\n\r\n"))[0] == 404
-        assert (await _get(server.port, b"garbage\r\n\r\n"))[0] == 0  # closed, no crash
+        assert (await _get(server.port, b"POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))[
+            0
+        ] == 405
+        assert (await _get(server.port, b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))[
+            0
+        ] == 404
+        assert (await _get(server.port, b"garbage\r\n\r\n"))[0] == 400  # answered, no crash
 
         running_worker.request_shutdown()
         await asyncio.sleep(0.2)
-        status, health = await _get(server.port, b"GET /healthz HTTP/1.1\r\n\r\n")
+        status, health = await _get(
+            server.port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        )
         assert status == 503
         assert health["healthy"] is False
     finally:
