@@ -9,6 +9,8 @@ a port any local process — and any web page open in a local browser — can re
 - Commands (POST, PUT) must say `Content-Type: application/json` (415): a browser sends a
   cross-site POST without asking first only with a form type or text/plain, never with JSON.
   A bodyless POST (`/connections/{id}/stop`) needs it too, or any page could STOP streams.
+- Bound to anything but a loopback address, the API is reachable from the network, where a
+  client can send `Host: localhost`: it refuses to start without a token.
 """
 
 import hmac
@@ -16,8 +18,9 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from application.errors import ConfigurationError
 from entrypoints.api.http import ApiError
-from entrypoints.web import host_name
+from entrypoints.web import host_name, is_loopback_bind
 
 _COMMAND_METHODS = frozenset({"POST", "PUT"})
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -72,3 +75,15 @@ class ApiPerimeter:
             credential.strip().encode("utf-8", "surrogateescape"), self.token.encode("utf-8")
         )
         return scheme.lower() == "bearer" and matches
+
+
+def require_token_off_loopback(bound_host: str, token: str | None) -> None:
+    """Raises ConfigurationError if `bound_host` is reachable from other machines (not a
+    loopback address) while no token is set."""
+    if token is None and not is_loopback_bind(bound_host):
+        raise ConfigurationError(
+            f"--host / WSFLEET_API_HOST={bound_host} is reachable from other machines, and the "
+            "API has no token: anyone there could START and STOP connections over plain HTTP. "
+            "Set WSFLEET_API_TOKEN (16+ characters) to require `Authorization: Bearer <token>`, "
+            "or bind a loopback address (127.0.0.1, the default)"
+        )

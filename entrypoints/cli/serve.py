@@ -15,7 +15,7 @@ from application.worker.worker import Worker
 from application.worker_ids import worker_id_for
 from entrypoints.api import EventApi
 from entrypoints.chaos import chaos_faults
-from entrypoints.cli.api_perimeter import ApiPerimeter
+from entrypoints.cli.api_perimeter import ApiPerimeter, require_token_off_loopback
 from entrypoints.cli.api_server import LocalApiServer
 from entrypoints.cli.backend import command_settings, open_backend
 from entrypoints.containers import provide
@@ -54,6 +54,7 @@ async def api(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.port is not None:
         env[PREFIX + "API_PORT"] = str(args.port)
     settings = command_settings(env, writes=True, needs_queue=True)
+    require_token_off_loopback(settings.api_host, settings.api_token)
     setup_logging(settings.log_level)
     bind_globally(service=settings.service_name)
     async with open_backend(settings) as container:
