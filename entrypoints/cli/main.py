@@ -79,7 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = command("api", "serve the event API over HTTP (the Lambda router's routes)", "serve:api")
-    p.add_argument("--host", help="address to bind [WSFLEET_API_HOST, default 127.0.0.1]")
+    p.add_argument(
+        "--host",
+        help="address to bind [WSFLEET_API_HOST, default 127.0.0.1]; "
+        "a non-loopback one needs WSFLEET_API_TOKEN",
+    )
     p.add_argument(
         "--port", type=_port, help="port; 0 picks a free one [WSFLEET_API_PORT, default 8000]"
     )

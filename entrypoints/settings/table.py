@@ -181,7 +181,9 @@ _PROCESS = (
         "api_host",
         Text(r"[0-9A-Za-z.:-]{1,255}", "an address to bind"),
         "127.0.0.1",
-        "Address the local event API (`wsfleet api`) listens on; the Lambda router ignores it.",
+        "Address the local event API (`wsfleet api`) listens on; the Lambda router ignores it. "
+        "Anything but a loopback address (0.0.0.0, a LAN address) requires WSFLEET_API_TOKEN: "
+        "without one the API refuses to start (exit 2).",
         frozenset({ROUTER}),
     ),
     _s(
@@ -218,8 +220,10 @@ _PROCESS = (
         "api_max_connections",
         Number(integer=True, minimum=1, maximum=10000),
         64,
-        "Open connections the local event API serves at once; more are answered 503 and "
-        "closed. A client must send its request within 5 s of connecting.",
+        "Sockets the local event API holds open at once. One that arrives at the cap closes the "
+        "oldest socket that has not yet sent its request (idle sockets give way); only when "
+        "every socket is inside a request is the newcomer closed. A client must send its "
+        "request head within 5 s of connecting, and its body within 5 s more (408).",
         frozenset({ROUTER}),
     ),
 )
