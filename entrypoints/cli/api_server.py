@@ -21,7 +21,7 @@ from aiohttp.typedefs import Handler
 from entrypoints.api import MAX_BODY_BYTES, EventApi, HttpRequest, HttpResponse
 from entrypoints.api.http import RETRY_AFTER_S, ApiError, error_response
 from entrypoints.cli.api_perimeter import ApiPerimeter
-from entrypoints.web import Listener
+from entrypoints.web import ANY_PATH, Listener
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class LocalApiServer:
         self._perimeter = perimeter or ApiPerimeter.of(host)
         self._read_timeout_s = read_timeout_s
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._guard])
-        app.router.add_route("*", "/{path:.*}", self._handle)
+        app.router.add_route("*", ANY_PATH, self._handle)
         self._listener = Listener(
             app,
             host,

@@ -13,21 +13,22 @@ body shape.
 - A body the handler did not read (a 413) is read and dropped for up to LINGER_S before the
   socket closes, so the client receives the answer instead of a reset.
 - A request aiohttp cannot parse (request line, header, Content-Length) is answered by
-  `bad_request(status, message)` and logged at INFO in one line: hostile input is not an
-  error of ours. An exception escaping a handler is logged with its stack trace, answered 500.
+  `bad_request(status, message)` (entrypoints/web/connection.py).
 """
 
 import asyncio
-import logging
 from collections.abc import Callable
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-log = logging.getLogger(__name__)
+from entrypoints.web.connection import Connection
 
 LINGER_S = 2.0  # reading an unread body after the answer: 2 MiB takes milliseconds locally
 SHUTDOWN_S = 1.0  # close() waits this long for requests in progress
+# The one route each server has (it routes itself): every path, a decoded newline included
+# (`.*` stops at one, and aiohttp would answer its own text/plain 404).
+ANY_PATH = r"/{path:[\s\S]*}"
 
 # The answer to a request that is not HTTP aiohttp can parse: (status, message) -> response.
 BadRequestBody = Callable[[int, str], web.StreamResponse]
@@ -50,7 +51,7 @@ class Listener:
         self._max_connections = max_connections
         self._head_timeout_s = head_timeout_s
         self._bad_request = bad_request
-        self._open: dict[_Connection, None] = {}  # insertion order: the oldest first
+        self._open: dict[Connection, None] = {}  # insertion order: the oldest first
         self._busy: set[web.RequestHandler] = set()
         self._runner: web.AppRunner | None = None
         self._server: asyncio.Server | None = None
@@ -84,10 +85,10 @@ class Listener:
         if self._server is not None:
             await self._server.wait_closed()
 
-    def _connection(self) -> "_Connection":
+    def _connection(self) -> Connection:
         assert self._runner is not None
         assert self._runner.server is not None
-        return _Connection(
+        return Connection(
             self,
             self._runner.server,
             loop=asyncio.get_running_loop(),
@@ -96,7 +97,7 @@ class Listener:
             access_log=None,
         )
 
-    def admit(self, conn: "_Connection") -> bool:
+    def admit(self, conn: Connection) -> bool:
         """Make room for `conn` (evicting the oldest idle socket if at the cap); False if
         every open socket is inside a request."""
         if len(self._open) >= self._max_connections:
@@ -109,7 +110,7 @@ class Listener:
         self._open[conn] = None
         return True
 
-    def forget(self, conn: "_Connection") -> None:
+    def forget(self, conn: Connection) -> None:
         self._open.pop(conn, None)
 
     @web.middleware
@@ -128,50 +129,3 @@ class Listener:
 
     def bad_request(self, status: int, message: str) -> web.StreamResponse:
         return self._bad_request(status, message)
-
-
-class _Connection(web.RequestHandler):
-    """aiohttp's protocol for one socket, reporting to its Listener."""
-
-    def __init__(
-        self,
-        listener: Listener,
-        manager: web.Server,
-        *,
-        loop: asyncio.AbstractEventLoop,
-        keepalive_timeout: float,
-        lingering_time: float,
-        access_log: None,
-    ) -> None:
-        super().__init__(
-            manager,
-            loop=loop,
-            keepalive_timeout=keepalive_timeout,
-            lingering_time=lingering_time,
-            access_log=access_log,  # type: ignore[arg-type]  # None turns it off
-        )
-        self._listener = listener
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        if not self._listener.admit(self):
-            transport.close()
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        self._listener.forget(self)
-        super().connection_lost(exc)
-
-    def handle_error(
-        self,
-        request: web.BaseRequest,
-        status: int = 500,
-        exc: BaseException | None = None,
-        message: str | None = None,
-    ) -> web.StreamResponse:
-        if status >= 500 or request.writer.output_size > 0:
-            return super().handle_error(request, status, exc, message)  # a bug: logged
-        log.info("malformed request refused %d: %s", status, (message or type(exc).__name__)[:200])
-        reason = type(exc).__name__ if exc is not None else "malformed request"
-        response = self._listener.bad_request(status, f"not a valid HTTP/1.1 request ({reason})")
-        response.force_close()
-        return response

@@ -21,7 +21,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from application.worker.worker import Worker
-from entrypoints.web import Listener, host_name, is_ip_literal
+from entrypoints.web import ANY_PATH, Listener, host_name, is_ip_literal
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class HealthServer:
         self._started_at = time.time()
         self._names = frozenset({"localhost", host_name(host)})
         app = web.Application(middlewares=[self._guard])
-        app.router.add_route("*", "/{path:.*}", self._handle)
+        app.router.add_route("*", ANY_PATH, self._handle)
         self._listener = Listener(
             app,
             host,

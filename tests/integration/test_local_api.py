@@ -93,11 +93,14 @@ async def test_commands_answer_as_the_lambda_router_does(server: LocalApiServer)
 @pytest.mark.parametrize("server", [True], indirect=True, ids=["allow-private"])
 async def test_refusals_carry_the_routers_codes(server: LocalApiServer) -> None:
     unknown, _, body = await call(server, "GET", "/connections/ghost")
+    # A decoded newline still reaches the API's routes (the id is refused), not aiohttp's 404.
+    newline, _, odd = await call(server, "GET", "/connections/a%0Ab/history")
     wrong_method, headers, _ = await call(server, "DELETE", "/connections/ghost")
     no_route, _, _ = await call(server, "GET", "/nothing/here")
     malformed, _, bad = await call(server, "POST", "/events", None)
 
-    assert (unknown, wrong_method, no_route, malformed) == (404, 405, 404, 400)
+    assert (unknown, newline, wrong_method, no_route, malformed) == (404, 400, 405, 404, 400)
+    assert odd["error"] == "invalid_request"
     assert body["error"] == "not_found"
     assert headers["Allow"] == "GET, PUT"
     assert bad["error"] == "malformed_json"
