@@ -42,6 +42,7 @@ from bench.procs import cpu_seconds
 from bench.sinks import TARGET_MS, DiscardSink, TimingSink
 from entrypoints.containers import CoreContainer
 from entrypoints.settings import load_settings
+from entrypoints.settings.load import DYNAMODB_SINK_WRITERS
 from entrypoints.worker.gc_tuning import tune_gc
 
 
@@ -116,6 +117,8 @@ async def main(args: argparse.Namespace) -> None:
     }
     if args.flush_interval:
         env["WSFLEET_INGEST_FLUSH_INTERVAL_S"] = str(args.flush_interval)
+    if args.sink == "dynamodb":  # the lanes a worker's settings give the DynamoDB sink
+        env["WSFLEET_INGEST_WRITERS"] = str(DYNAMODB_SINK_WRITERS)
     settings = load_settings(env)
     options = WebSocketOptions(
         ca_file=args.ca_file, tls_read_buffer=args.tls_read_buffer, open_timeout=args.open_timeout
