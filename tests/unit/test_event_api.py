@@ -11,6 +11,8 @@ from adapters.memory.clock import FakeClock
 from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.store import InMemoryConnectionStore
 from entrypoints.api import EventApi, HttpRequest
+from entrypoints.api.http import ApiError
+from entrypoints.api.payloads import parse_event
 from entrypoints.containers import CoreContainer, provide
 from entrypoints.lambda_router.proxy import to_request
 from entrypoints.settings import load_settings
@@ -103,6 +105,31 @@ async def test_shape_errors_are_precise(api: Api, body: Any, message: str) -> No
     status, response, _ = await api("POST", "/events", body)
     assert status == 400
     assert message in response["message"]
+
+
+@pytest.mark.parametrize("event_type", ["START", "start", "Start"])
+def test_a_start_in_any_case_without_a_ws_url_is_refused_naming_the_field(
+    event_type: str,
+) -> None:
+    """The event type is accepted in any case, and so is the rule that a START names its URL:
+    one let through would reach the store without a URL (a 500, not the caller's 400)."""
+    body = json.dumps({"event_type": event_type, "connection_id": "c1"}).encode()
+
+    with pytest.raises(ApiError) as refused:
+        parse_event(body)
+
+    assert (refused.value.status, refused.value.code) == (400, "invalid_request")
+    assert refused.value.message == "missing field(s): ws_url"
+
+
+async def test_a_lower_case_start_without_a_ws_url_is_a_400_through_the_api(api: Api) -> None:
+    status, response, _ = await api(
+        "POST", "/events", {"event_type": "start", "connection_id": "c1"}
+    )
+
+    assert status == 400
+    assert response["message"] == "missing field(s): ws_url"
+    assert await api.store.get("c1") is None
 
 
 async def test_head_and_options_are_405_with_allow(api: Api) -> None:
