@@ -406,3 +406,29 @@ async def test_cancelling_the_heartbeat_cancels_and_awaits_the_renewals_in_fligh
         await beating
 
     assert r.store.ended == ended_before + 2  # both stalled calls ended, before run returned
+
+
+async def test_a_fence_is_noticed_at_the_trust_deadline_not_at_the_next_beat() -> None:
+    """GIVEN the default beat (1 s) and margin, a renewal retried once (so trust no longer ends
+    on a beat) and every later one stuck on the store WHEN the trust runs out THEN the keeper
+    fences at that instant, between two beats: waking only on the beat would spend the
+    self-fence margin with every quiet connection still subscribed."""
+    r = rig()
+    await r.keeper.open()
+    fenced = r.keeper.fenced()
+    r.store.fail_next("RenewSession")
+    async with heartbeat(r.keeper):
+        await r.clock.advance(1.5)  # the 1.0 s beat failed, its retry landed
+        renewed = r.keeper.last_renewed
+        assert renewed is not None
+        assert 1.0 < renewed < 1.5
+        r.store.stall_next("RenewSession", 100.0, n=10)  # the next beats never answer
+        deadline = renewed + TRUSTED_S
+        assert deadline % 1.0 > 0.01, "the deadline falls between two beats"
+
+        await r.clock.advance(deadline - 0.005 - r.clock.monotonic(), step_s=0.001)
+        assert not fenced.done()
+        await r.clock.advance(0.015, step_s=0.001)
+
+        assert fenced.done(), "fenced at the deadline, not at the next beat"
+        assert r.metrics.counters[SELF_FENCES] == 1
