@@ -800,6 +800,44 @@ async def test_end_of_stream_after_a_stop_only_releases(store: ConnectionStore) 
     assert [type(e) for e in await store.history("c1")][-2:] == [StopRequested, LeaseReleased]
 
 
+# --- a hand-back records the final checkpoint ---------------------------------------------------
+
+# Each hands c1 back for session s1 with its token and a final checkpoint, at `now`.
+_HandBack = Callable[[ConnectionStore, int, int, int], Awaitable[Connection]]
+_HAND_BACKS: dict[str, _HandBack] = {
+    "release": lambda s, token, seq, now: s.release("c1", "s1", token, seq, now),
+    "end_stream": lambda s, token, seq, now: s.end_stream("c1", "s1", token, seq, now),
+    "report_upstream_failure": lambda s, token, seq, now: s.report_upstream_failure(
+        "c1", "s1", token, seq, now + 1, "dropped", now
+    ),
+}
+
+
+@pytest.mark.parametrize("recorded", [None, 5], ids=["none-recorded", "5-recorded"])
+@pytest.mark.parametrize("hand_back", list(_HAND_BACKS))
+async def test_every_hand_back_stores_its_final_checkpoint_for_the_next_owner(
+    store: ConnectionStore, hand_back: str, recorded: int | None
+) -> None:
+    """The checkpoint a hand-back carries is what is stored, and what the next owner is given,
+    whatever was recorded before (nothing since the acquire, or an hourly record behind it):
+    the next owner resumes after it."""
+    conn = await leased(store)
+    if recorded is not None:
+        assert await store.checkpoint("c1", "s1", conn.token, recorded, T + 1)
+
+    returned = await _HAND_BACKS[hand_back](store, conn.token, 9, T + 2)
+
+    assert (returned.owner, returned.checkpoint_seq) == (NO_OWNER, 9)
+    assert await store.get("c1") == returned
+    later = T + 10
+    if hand_back == "end_stream":
+        await store.start("c1", URL, later)  # wanted again: it keeps its checkpoint
+    await session(store, "s2", later)
+    next_owner = await store.try_acquire("c1", "s2", later)
+    assert next_owner is not None
+    assert (next_owner.owner, next_owner.checkpoint_seq) == ("s2", 9)
+
+
 # --- reconciliation queries --------------------------------------------------------------------
 
 
