@@ -42,7 +42,10 @@ FAULTS = (
 )
 TOLERATED = ("seq-backwards", "ping-flood")
 BOGUS_JUMP = 900_000  # ahead of the next seq, inside WSFLEET_SEQ_JUMP_WINDOW's default
-KINDS = FAULTS + TOLERATED
+# Faults on every connect, after progress: one good message (the next seq), then a jump far
+# beyond the window. The back-off must grow across connects, not restart at its first step.
+REPEATING = ("jump-per-connect",)
+KINDS = FAULTS + TOLERATED + REPEATING
 
 
 def message(stream_id: str, seq: object, data: str | None = None) -> str:
@@ -52,6 +55,11 @@ def message(stream_id: str, seq: object, data: str | None = None) -> str:
 async def play(ws: ServerConnection, kind: str, stream_id: str, from_seq: int, rate: float) -> None:
     """Send the stream of `kind` until the subscriber leaves."""
     with suppress(ConnectionClosed):
+        if kind == "jump-per-connect":
+            await ws.send(message(stream_id, max(1, from_seq)))
+            await ws.send(message(stream_id, 2**62))
+            await ws.wait_closed()
+            return
         for seq in itertools.count(max(1, from_seq)):
             if seq == GOOD_FIRST + 1:
                 await _misbehave(ws, kind, stream_id, seq)

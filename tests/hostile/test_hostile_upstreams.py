@@ -14,7 +14,7 @@ import asyncio
 import itertools
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Protocol
@@ -26,7 +26,7 @@ from adapters.dynamodb.schema import TableNames
 from adapters.sqlite.message_sink import SqliteMessageSink
 from application.ports import ConnectionStore, StoredMessage
 from application.router import EventRouter
-from domain.events import LeaseTakenOver
+from domain.events import LeaseTakenOver, UpstreamFailed
 from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.devstack.aws import LocalAws
 from entrypoints.embedded import EmbeddedContainer, messages_path
@@ -89,10 +89,12 @@ class Backend:
     workers: list[Worker] = attrs.Factory(list)
 
 
-async def embedded(stack: AsyncExitStack, request: pytest.FixtureRequest) -> Backend:
+async def embedded(
+    stack: AsyncExitStack, request: pytest.FixtureRequest, extra: Mapping[str, str]
+) -> Backend:
     tmp: Path = request.getfixturevalue("tmp_path")
     (tmp / "data").mkdir()
-    env = {**SETTINGS, "WSFLEET_DATA_DIR": str(tmp / "data"), "WSFLEET_HEALTH_PORT": "0"}
+    env = {**SETTINGS, **extra, "WSFLEET_DATA_DIR": str(tmp / "data"), "WSFLEET_HEALTH_PORT": "0"}
     container = EmbeddedContainer(settings=load_settings(env))
     stack.push_async_callback(shutdown, container)
     sink = await stack.enter_async_context(
@@ -113,10 +115,12 @@ async def embedded(stack: AsyncExitStack, request: pytest.FixtureRequest) -> Bac
     )
 
 
-async def aws(stack: AsyncExitStack, request: pytest.FixtureRequest) -> Backend:
+async def aws(
+    stack: AsyncExitStack, request: pytest.FixtureRequest, extra: Mapping[str, str]
+) -> Backend:
     tmp: Path = request.getfixturevalue("tmp_path")
     local: LocalAws = request.getfixturevalue("aws")
-    env = {**await create_deployment(local), **SETTINGS, **AWS_PACE}
+    env = {**await create_deployment(local), **SETTINGS, **AWS_PACE, **extra}
     container = AwsContainer(settings=load_settings(env))
     stack.push_async_callback(shutdown, container)
     client = await provide(container.dynamodb)
@@ -139,23 +143,42 @@ async def aws(stack: AsyncExitStack, request: pytest.FixtureRequest) -> Backend:
     )
 
 
-# The fenced DynamoDB sink makes one conditional put per message: the AWS streams are slower.
+# Every AWS request is an HTTP call to a JVM on the same two cores: the AWS streams are slower.
 BACKENDS = {"embedded": (embedded, 10.0), "aws": (aws, 3.0)}
+
+
+async def _served(
+    request: pytest.FixtureRequest, extra: Mapping[str, str]
+) -> AsyncIterator[tuple[Backend, UpstreamSimulator, float]]:
+    make, rate = BACKENDS[request.param]
+    async with AsyncExitStack() as stack:
+        sim = await stack.enter_async_context(UpstreamSimulator(rate=rate))
+        backend = await make(stack, request, extra)
+        try:
+            yield backend, sim, rate
+        finally:
+            for worker in backend.workers:
+                await worker.kill()
 
 
 @pytest.fixture(params=["embedded", "aws"])
 async def setup(
     request: pytest.FixtureRequest,
 ) -> AsyncIterator[tuple[Backend, UpstreamSimulator, float]]:
-    make, rate = BACKENDS[request.param]
-    async with AsyncExitStack() as stack:
-        sim = await stack.enter_async_context(UpstreamSimulator(rate=rate))
-        backend = await make(stack, request)
-        try:
-            yield backend, sim, rate
-        finally:
-            for worker in backend.workers:
-                await worker.kill()
+    async for served in _served(request, {}):
+        yield served
+
+
+# A back-off short enough to see several connects of one poison within a test.
+FAST_BACKOFF = {"WSFLEET_POISON_BACKOFF_BASE_S": "0.5"}
+
+
+@pytest.fixture(params=["embedded", "aws"])
+async def fast_backoff(
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[tuple[Backend, UpstreamSimulator, float]]:
+    async for served in _served(request, FAST_BACKOFF):
+        yield served
 
 
 async def test_hostile_upstreams_cost_only_their_own_connections(
@@ -211,3 +234,29 @@ async def test_hostile_upstreams_cost_only_their_own_connections(
     w3 = backend.workers[2]
     w3.signal(signal.SIGTERM)
     assert await w3.wait(10) == 0
+
+
+async def test_a_poison_that_sends_a_good_message_on_every_connect_backs_off_longer_each_time(
+    fast_backoff: tuple[Backend, UpstreamSimulator, float],
+) -> None:
+    """One good message (stored: progress) then a jump, on every connect: progress made in
+    less than WSFLEET_UPSTREAM_HEALTHY_S does not restart the failure count, so the back-off
+    grows (it stayed at its first step, failures 1, connect after connect)."""
+    backend, sim, _ = fast_backoff
+    backend.workers.append(await backend.start_worker("w1"))
+    cid = "h-jump-per-connect"
+    await backend.router.start(cid, f"{sim.base_url}/hostile/jump-per-connect/{cid}")
+
+    failed: list[UpstreamFailed] = []
+    deadline = time.monotonic() + 40
+    while len(failed) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.25)
+        failed = [e for e in await backend.router.history(cid) if isinstance(e, UpstreamFailed)]
+
+    assert [e.failures for e in failed[:3]] == [1, 2, 3], failed
+    rests = [e.not_before_ms - e.at_ms for e in failed[:3]]
+    assert rests[2] > rests[0], rests  # base 0.5 s: [0.25, 0.5] s, then [1, 2] s
+    assert [m.seq for m in await backend.read(cid)][:3] == [1, 2, 3], "each connect stored one"
+    w1 = backend.workers[0]
+    w1.signal(signal.SIGTERM)
+    assert await w1.wait(10) == 0
