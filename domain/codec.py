@@ -57,10 +57,9 @@ def for_the_log(event: Event | SessionEvent) -> Event | SessionEvent:
     """`event` as the ownership log keeps it: an upstream URL with its credentials masked
     (domain.redaction). The log is the audit trail an operator reads; only the connection's
     state keeps the URL the worker connects to (folding the log gives the masked URL)."""
-    if isinstance(event, ConnectionStarted):
-        return attrs.evolve(event, ws_url=redact_url(event.ws_url))
-    if isinstance(event, ConnectionRestarted):
-        return attrs.evolve(event, ws_url=redact_url(event.ws_url))
+    match event:
+        case ConnectionStarted(ws_url=url) | ConnectionRestarted(ws_url=url):
+            return attrs.evolve(event, ws_url=redact_url(url))
     return event
 
 

@@ -7,7 +7,6 @@ transaction's conditions, one SQLite transaction). Only Acquire consults session
 connection's owner (is it dead?) and the acquirer (is it live?).
 """
 
-from collections.abc import Callable
 from typing import Any
 
 from domain.commands import (
@@ -75,22 +74,25 @@ def decide(
     validate_connection_id(command.connection_id)
     if state is not None and state.connection_id != command.connection_id:
         raise InvalidCommand("command and state name different connections")
-    handler = _HANDLERS.get(type(command))
-    if handler is None:
-        raise InvalidCommand(f"unknown command {type(command).__name__}")
-    return handler(state, command, _Versions(state, command.connection_id, now_ms, sessions))
-
-
-_Handler = Callable[[Connection | None, Any, _Versions], list[Event]]
-_HANDLERS: dict[type, _Handler] = {}
-
-
-def _handles(command_type: type) -> Callable[[_Handler], _Handler]:
-    def register(fn: _Handler) -> _Handler:
-        _HANDLERS[command_type] = fn
-        return fn
-
-    return register
+    v = _Versions(state, command.connection_id, now_ms, sessions)
+    # One dispatch style for commands and events, here, in evolve and in the adapters: a
+    # `match` on the type (docs/decisions.md, "One dispatch style").
+    match command:
+        case Start():
+            return _start(state, command, v)
+        case Stop():
+            return _stop(state, command, v)
+        case Acquire():
+            return _acquire(state, command, v)
+        case Checkpoint():
+            return _record_checkpoint(state, command, v)
+        case Release():
+            return _release(state, command, v)
+        case EndStream():
+            return _end_stream(state, command, v)
+        case ReportUpstreamFailure():
+            return _upstream_failed(state, command, v)
+    raise InvalidCommand(f"unknown command {type(command).__name__}")
 
 
 def _existing(state: Connection | None, connection_id: str) -> Connection:
@@ -99,7 +101,6 @@ def _existing(state: Connection | None, connection_id: str) -> Connection:
     return state
 
 
-@_handles(Start)
 def _start(state: Connection | None, cmd: Start, v: _Versions) -> list[Event]:
     validate_ws_url(cmd.ws_url)
     if state is None:
@@ -114,7 +115,6 @@ def _start(state: Connection | None, cmd: Start, v: _Versions) -> list[Event]:
     return []  # a retried START changes nothing: not the lease, not the token, not the checkpoint
 
 
-@_handles(Stop)
 def _stop(state: Connection | None, cmd: Stop, v: _Versions) -> list[Event]:
     conn = _existing(state, cmd.connection_id)
     if conn.desired_state is DesiredState.STOPPED:
@@ -122,7 +122,6 @@ def _stop(state: Connection | None, cmd: Stop, v: _Versions) -> list[Event]:
     return [StopRequested(**v.next())]
 
 
-@_handles(Acquire)
 def _acquire(state: Connection | None, cmd: Acquire, v: _Versions) -> list[Event]:
     validate_session_id(cmd.session_id)
     conn = _existing(state, cmd.connection_id)
@@ -158,13 +157,11 @@ def _acquire(state: Connection | None, cmd: Acquire, v: _Versions) -> list[Event
     return [LeaseAcquired(**v.next(), owner=cmd.session_id, token=token)]
 
 
-@_handles(Checkpoint)
 def _record_checkpoint(state: Connection | None, cmd: Checkpoint, v: _Versions) -> list[Event]:
     conn = _owned(state, cmd.connection_id, cmd.session_id, cmd.token, v)
     return _checkpoint(conn, cmd.checkpoint_seq, v)
 
 
-@_handles(Release)
 def _release(state: Connection | None, cmd: Release, v: _Versions) -> list[Event]:
     conn = _owned(state, cmd.connection_id, cmd.session_id, cmd.token, v)
     return [
@@ -173,7 +170,6 @@ def _release(state: Connection | None, cmd: Release, v: _Versions) -> list[Event
     ]
 
 
-@_handles(EndStream)
 def _end_stream(state: Connection | None, cmd: EndStream, v: _Versions) -> list[Event]:
     conn = _owned(state, cmd.connection_id, cmd.session_id, cmd.token, v)
     events = _checkpoint(conn, cmd.checkpoint_seq, v)
@@ -183,7 +179,6 @@ def _end_stream(state: Connection | None, cmd: EndStream, v: _Versions) -> list[
     return events
 
 
-@_handles(ReportUpstreamFailure)
 def _upstream_failed(
     state: Connection | None, cmd: ReportUpstreamFailure, v: _Versions
 ) -> list[Event]:

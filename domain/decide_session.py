@@ -64,32 +64,30 @@ def decide_session(
 
 def evolve_session(state: WorkerSession | None, event: SessionEvent) -> WorkerSession:
     """Apply one session event. Raises InvalidTransition if it cannot follow `state`."""
-    if isinstance(event, SessionOpened):
-        if state is not None or event.version != 1:
-            raise InvalidTransition(f"session {event.session_id!r} cannot be opened twice")
-        return WorkerSession(
-            session_id=event.session_id,
-            version=1,
-            expires_at_ms=event.expires_at_ms,
-            capacity=event.capacity,
-            opened_at_ms=event.at_ms,
-            updated_at_ms=event.at_ms,
-        )
+    match event:
+        case SessionOpened():
+            if state is not None or event.version != 1:
+                raise InvalidTransition(f"session {event.session_id!r} cannot be opened twice")
+            return WorkerSession(
+                session_id=event.session_id,
+                version=1,
+                expires_at_ms=event.expires_at_ms,
+                capacity=event.capacity,
+                opened_at_ms=event.at_ms,
+                updated_at_ms=event.at_ms,
+            )
     if state is None or event.version != state.version + 1:
         raise InvalidTransition(
             f"{type(event).__name__} v{event.version} cannot follow session {event.session_id!r}"
         )
     common: dict[str, Any] = {"version": event.version, "updated_at_ms": event.at_ms}
-    if isinstance(event, SessionRenewed):
-        return attrs.evolve(
-            state,
-            **common,
-            expires_at_ms=event.expires_at_ms,
-            held=event.held,
-            capacity=event.capacity,
-        )
-    if isinstance(event, SessionEnded):
-        return attrs.evolve(state, **common, ended_reason=event.reason)
+    match event:
+        case SessionRenewed(expires_at_ms=expires_at_ms, held=held, capacity=capacity):
+            return attrs.evolve(
+                state, **common, expires_at_ms=expires_at_ms, held=held, capacity=capacity
+            )
+        case SessionEnded(reason=reason):
+            return attrs.evolve(state, **common, ended_reason=reason)
     raise InvalidTransition(f"unknown session event {type(event).__name__}")
 
 

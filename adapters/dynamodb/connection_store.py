@@ -200,8 +200,9 @@ class DynamoDbConnectionStore(ConnectionStore):
         op = type(command).__name__
         self._count(op)
         validate_connection_id(command.connection_id)  # before it becomes a key
-        if isinstance(command, Checkpoint):
-            return await self._checkpoint(command, now_ms)
+        match command:
+            case Checkpoint():  # one conditional update, no read: the streaming hot path
+                return await self._checkpoint(command, now_ms)
         snapshot = await self._read_for(command, op, _UNKNOWN)
         write_id = uuid.uuid4().hex
         for attempt in range(self._max_attempts):
