@@ -432,7 +432,7 @@ class IngestLane:
         if key in refused.stale:
             # A newer token wrote this seq: another owner holds the connection now.
             log.warning("sink refused seq %d: a newer owner wrote it", message.seq, extra=extra)
-            buffer.lease.superseded()
+            buffer.lease.lost("the sink holds a newer token")
         elif key in refused.invalid:
             log.error("sink cannot store seq %d: failing the connection", message.seq, extra=extra)
             buffer.fail(f"the sink cannot store seq {message.seq}")

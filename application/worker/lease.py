@@ -27,7 +27,7 @@ class Lease:
         self.token = token
         self.session_id = session_id  # the session it was acquired under
         self.fenced = fenced  # done when that session stops being trusted
-        self.lost_to: str | None = None  # set when another owner provably holds it
+        self.taken_over = False  # another owner provably holds it: one writer, `lost`
         self._invalid = False
 
     def valid(self) -> bool:
@@ -35,20 +35,20 @@ class Lease:
         messages were already dropped (that would leave a gap behind the checkpoint)."""
         if self._invalid:
             return False
-        if self.lost_to is not None or not self._keeper.trusts(self.session_id):
+        if self.taken_over or not self._keeper.trusts(self.session_id):
             self._invalid = True
             return False
         return True
 
-    def superseded(self) -> None:
-        """The sink saw a newer token: another owner holds the connection, whatever our
-        session says. Never trusted again."""
-        if self.lost_to is None:
-            self.lost_to = ""
+    def lost(self, why: str) -> None:
+        """Another owner provably holds the connection (`why`: the sink holds a newer token,
+        the store names another owner), whatever our session says. Never trusted again;
+        counted and logged once, however many say so."""
+        if not self.taken_over:
+            self.taken_over = True
             self._ctx.metrics.count(LEASES_LOST)
             log.info(
-                "lease superseded (the sink holds a newer token)",
-                extra=self._ctx.log_extra(self.connection_id, self.token),
+                "lease lost (%s)", why, extra=self._ctx.log_extra(self.connection_id, self.token)
             )
 
     def remaining_s(self) -> float:

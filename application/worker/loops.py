@@ -210,7 +210,7 @@ def _rebalance(ctx: WorkerContext, sessions: Sessions, keeper: SessionKeeper) ->
     """Above its share (domain/balance.py): hand the excess off, a bounded number per pass,
     once the last handoffs are released and counted by their takers, and only while the sink
     keeps up (a handoff drains first: see IngestWriter.keeping_up)."""
-    if sessions.leaving or not keeper.trusts(keeper.session_id):
+    if sessions.leaving or not keeper.trusted:
         return
     if not sessions.writer.keeping_up():
         return

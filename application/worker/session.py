@@ -187,8 +187,7 @@ class ConnectionSession:
         if owned:
             self._recorded_checkpoint = seq
         else:
-            self.lease.lost_to = ""  # taken over: the store no longer names us
-            log.info("lease lost (the store names another owner)", extra=self._extra())
+            self.lease.lost("the store names another owner")
 
     async def _stream(self) -> SessionEnd:
         ctx = self._ctx
@@ -270,14 +269,14 @@ class ConnectionSession:
                 "ended before the stream said whether it numbers its messages",
                 extra=self._extra(),
             )
-        if self.lease.lost_to is not None:
+        if self.lease.taken_over:
             return SessionEnd.LEASE_LOST  # someone else owns it now: nothing of ours to write
         # Once not trusted, nothing more is written: the new owner resumes from our checkpoint.
         with contextlib.suppress(Fenced):
             await self.ingest.drain()
         # Everything received is stored (messages dropped when trust ended are not).
         drained = self.ingest.checkpoint >= self.ingest.next_seq - 1
-        if self.lease.lost_to is not None:
+        if self.lease.taken_over:
             return SessionEnd.LEASE_LOST  # the sink saw a newer token while draining
         if self.fault is not None:
             end = SessionEnd.UPSTREAM_FAILED

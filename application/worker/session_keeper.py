@@ -61,13 +61,19 @@ class SessionKeeper:
     # -- the rule, read by every connection --------------------------------------------------
 
     def trusts(self, session_id: str) -> bool:
-        """Connections acquired under `session_id` may still be read and written now."""
-        if session_id != self.session_id or self._fenced.done():
-            return False
-        if self._ctx.clock.monotonic() >= self._deadline:
-            self._fence("session no longer trusted: self-fencing")
-            return False
-        return True
+        """Connections acquired under `session_id` may still be read and written now. A pure
+        read: the fence itself (its future, its metrics, its log line) is the heartbeat
+        loop's, which wakes at the deadline (`run`)."""
+        return (
+            session_id == self.session_id
+            and not self._fenced.done()
+            and self._ctx.clock.monotonic() < self._deadline
+        )
+
+    @property
+    def trusted(self) -> bool:
+        """The current session is trusted: this worker may take and hold connections."""
+        return self.trusts(self.session_id)
 
     def remaining_s(self) -> float:
         return max(0.0, self._deadline - self._ctx.clock.monotonic())
@@ -145,7 +151,8 @@ class SessionKeeper:
                 )
                 if failed:
                     raise failed[0]  # a bug, not the store: the worker must fail loudly
-                if not self.trusts(self.session_id):
+                if not self.trusted:
+                    self._fence("session no longer trusted: self-fencing")
                     await _cancel(in_flight)
                     await self.open()
                     next_beat = self._opened_at() + interval

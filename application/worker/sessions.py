@@ -72,7 +72,7 @@ class Sessions:
     def capacity_free(self) -> int:
         """Room by capacity alone, for taking over a dead worker's connections: those have
         been down for a lease already, so they are taken at once and balanced afterwards."""
-        if not self._keeper.trusts(self._keeper.session_id):
+        if not self._keeper.trusted:
             return 0
         return self._ctx.config.max_connections - self._held()
 
@@ -256,7 +256,7 @@ class Sessions:
             self.balance.handed_off(self._ctx.clock.now_ms())
         if session.end is SessionEnd.REBALANCE:
             self._ctx.metrics.count(BALANCE_HANDOFFS)
-        if session.end is SessionEnd.LEASE_LOST and session.lease.lost_to is None:
+        if session.end is SessionEnd.LEASE_LOST and not session.lease.taken_over:
             self._limit.fenced()  # it could not keep a lease: take no more at once
 
     def _handed_back(self, connection_id: str, end: SessionEnd) -> None:

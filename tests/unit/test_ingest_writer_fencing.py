@@ -22,13 +22,13 @@ class Lease:
     token: int
     session_id: str = "w1#1"
     trusted: bool = True
-    lost_to: str | None = None
+    taken_over: bool = False
 
     def valid(self) -> bool:
-        return self.trusted and self.lost_to is None
+        return self.trusted and not self.taken_over
 
-    def superseded(self) -> None:
-        self.lost_to = ""
+    def lost(self, why: str) -> None:
+        self.taken_over = True
 
 
 class Harness:
@@ -77,7 +77,7 @@ async def test_a_stale_token_refused_by_the_sink_ends_the_lease_not_the_checkpoi
 
     await h.writer.flush()
 
-    assert lease.lost_to == ""
+    assert lease.taken_over
     assert buffer.checkpoint == 1
     assert "c1" not in h.failures
 

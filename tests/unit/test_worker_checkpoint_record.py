@@ -65,7 +65,7 @@ async def test_an_owner_records_what_is_stored_once_per_interval_and_only_when_i
 async def test_a_record_the_store_does_not_take_is_logged_and_made_next_time(
     fleet: Fleet, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="application.worker.session")
+    caplog.set_level(logging.INFO, logger="application.worker.lease")
     a = fleet.add_worker("a")
     await fleet.start_streamed_by("a", "c1")
     a.store.fail_next("Checkpoint")
@@ -86,7 +86,7 @@ async def test_a_record_the_store_does_not_take_is_logged_and_made_next_time(
 async def test_a_record_refused_because_the_store_names_another_owner_ends_the_session(
     fleet: Fleet, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="application.worker.session")
+    caplog.set_level(logging.INFO, logger="application.worker.lease")
     a = fleet.add_worker("a")
     await fleet.start_streamed_by("a", "c1")
     (session,) = a.worker.sessions
@@ -102,9 +102,10 @@ async def test_a_record_refused_because_the_store_names_another_owner_ends_the_s
 
     await fleet.clock.advance(0.01)
 
-    assert session.lease.lost_to == ""
+    assert session.lease.taken_over
     (lost,) = [
         r for r in caplog.records if r.getMessage() == "lease lost (the store names another owner)"
     ]
     assert lost.__dict__["connection_id"] == "c1"
+    assert a.metrics.counters["LeasesLost"] == 1  # counted where it is lost, like the sink's
     await fleet.clock.run_until(lambda: not a.worker.sessions, 5)

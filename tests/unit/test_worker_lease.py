@@ -33,14 +33,14 @@ async def test_a_lease_superseded_by_a_newer_token_is_lost_once_and_never_truste
     clock, metrics = FakeClock(), InMemoryMetrics()
     lease = await trusted_lease(worker_context(clock, metrics), "c1", token=7)
 
-    lease.superseded()
-    lease.superseded()  # a second refused seq of the same batch
+    lease.lost("the sink holds a newer token")
+    lease.lost("the sink holds a newer token")  # a second refused seq of the same batch
 
-    assert lease.lost_to == ""
+    assert lease.taken_over
     assert not lease.valid()
     assert lease.remaining_s() == 0.0
     assert metrics.counters[LEASES_LOST] == 1
     # Said once, with the connection and the token it was held with.
     [record] = caplog.records
-    assert record.getMessage() == "lease superseded (the sink holds a newer token)"
+    assert record.getMessage() == "lease lost (the sink holds a newer token)"
     assert (vars(record)["connection_id"], vars(record)["token"]) == ("c1", 7)

@@ -229,11 +229,16 @@ async def test_self_fencing_counts_the_fence_and_the_connections_it_cost_and_say
     caplog.set_level(logging.INFO, logger="application.worker.session_keeper")
     r = rig(load=5)
     await r.keeper.open()
+    fenced = r.keeper.fenced()
+    r.store.stall_next("RenewSession", 100.0, n=100)  # renewals stuck on the store
 
-    await r.clock.advance(TRUSTED_S)  # no heartbeat running
-    assert not r.keeper.trusts(r.keeper.session_id)
-    assert not r.keeper.trusts(r.keeper.session_id)  # fenced once
+    async with heartbeat(r.keeper):
+        await r.clock.advance(TRUSTED_S)
+        assert not r.keeper.trusts("w1#1")
+        assert not r.keeper.trusts("w1#1")  # a read: asking again fences nothing more
+        await r.clock.advance(0.01)
 
+    assert fenced.done()
     assert r.metrics.counters[SELF_FENCES] == 1
     assert r.metrics.counters[LEASES_LOST] == 5
     (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]

@@ -34,7 +34,7 @@ async def test_a_session_fenced_by_lapsed_trust_resets_the_take_limit_to_one(
 
     await fleet.clock.run_until(lambda: len(a.worker.sessions) == 0, 30)
 
-    assert (session.end, session.lease.lost_to) == (SessionEnd.LEASE_LOST, None)
+    assert (session.end, session.lease.taken_over) == (SessionEnd.LEASE_LOST, False)
     assert a.worker.sessions._limit.current == 1
 
 
@@ -42,10 +42,10 @@ async def test_a_lease_lost_to_a_newer_owner_leaves_the_take_limit_alone(fleet: 
     """Superseded says nothing about this worker's hold on its leases: no reason to slow down."""
     a, session = await streaming_c1_with_a_grown_limit(fleet)
 
-    session.lease.superseded()  # as the sink does when it holds a newer token
+    session.lease.lost("the sink holds a newer token")  # as the sink says it
     await fleet.clock.run_until(lambda: len(a.worker.sessions) == 0, 5)
 
-    assert (session.end, session.lease.lost_to) == (SessionEnd.LEASE_LOST, "")
+    assert (session.end, session.lease.taken_over) == (SessionEnd.LEASE_LOST, True)
     # At least: c1, still named ours in the store, may be taken again in a fast wave.
     assert a.worker.sessions._limit.current >= GROWN_LIMIT
 
@@ -56,7 +56,7 @@ async def test_a_session_stopped_on_request_leaves_the_take_limit_alone(fleet: F
     await fleet.router.stop("c1")
     await fleet.clock.run_until(lambda: len(a.worker.sessions) == 0, 30)
 
-    assert (session.end, session.lease.lost_to) == (SessionEnd.STOPPED, None)
+    assert (session.end, session.lease.taken_over) == (SessionEnd.STOPPED, False)
     assert a.worker.sessions._limit.current == GROWN_LIMIT
 
 
