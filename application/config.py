@@ -1,4 +1,4 @@
-"""Worker timings and limits, validated once. The lease is the worker session's (issue 12): one
+"""Worker timings and limits, validated once. The lease is the worker session's: one
 heartbeat per worker, so it can be short; docs/decisions.md justifies each default."""
 
 from typing import Any
@@ -56,14 +56,14 @@ class WorkerConfig:
     # Also bounded in bytes: 1,000 messages of up to 1 MiB each would be a gigabyte.
     ingest_buffer_bytes: int = attrs.field(default=2 * 2**20, validator=_positive)
     # A seq this far ahead of the next one expected is an upstream fault, not a gap: taken as
-    # the new checkpoint, it would drop every normal message after it as a replay (issue 13).
+    # the new checkpoint, it would drop every normal message after it as a replay.
     seq_jump_window: int = attrs.field(default=1_000_000, validator=_positive)
     ingest_flush_interval_s: float = attrs.field(default=0.2, validator=_positive)
     # Sink writer lanes, each with one batch in flight (IngestWriter): more keep a sink whose
     # requests take tens of milliseconds busy; each connection stays in one lane, in order.
     ingest_writers: int = attrs.field(default=1, validator=attrs.validators.in_(range(1, 65)))
     metrics_interval_s: float = attrs.field(default=30.0, validator=_positive)
-    # Balance (issue 14, domain/balance.py): a worker above its share hands off the excess by
+    # Balance (domain/balance.py): a worker above its share hands off the excess by
     # the graceful path, at most this many per pass of its sessions watch (about once a
     # lease); one below it takes. Off: nobody hands off to balance, and anyone takes.
     balance: bool = True

@@ -103,7 +103,7 @@ async def fleet(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]
 
 
 async def deaths(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
-    """Scenarios (b) and (c) of issue 14 per backend: see bench/deaths.py."""
+    """Known deaths per backend: see bench/deaths.py."""
 
     async def scenario(backend: Backend, sim: SimulatorProcess) -> dict[str, Any]:
         return await run_deaths(backend, sim, log_dir, **args.deaths)
@@ -115,7 +115,7 @@ async def deaths(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]
 
 
 async def balance(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
-    """Issue 14, scenario (a): 3 workers holding 300 connections, 3 more join."""
+    """Balancing: 3 workers holding 300 connections, 3 more join."""
 
     async def scenario(backend: Backend, sim: SimulatorProcess) -> dict[str, Any]:
         return await run_balance(backend, sim, log_dir, **args.balance)
@@ -178,8 +178,8 @@ async def capacity(
 
 async def capacity_aws(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
     """One worker on the AWS adapters, DynamoDB Local as the store: the store's requests/s at
-    each step with a discarding sink (what session leases cost: issue 12's "calls per second at
-    10,000"), then the ramp with the DynamoDB messages table as the sink too (issue 11). Each
+    each step with a discarding sink (what session leases cost: calls per second at
+    10,000), then the ramp with the DynamoDB messages table as the sink too. Each
     ramp on a DynamoDB Local of its own: on a shared one the second found the first's 10,000
     connections still STARTED and spent its worker on taking them."""
     ramps = [("capacity-dynamodb-store", args.aws_steps, "discard")]

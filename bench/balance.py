@@ -1,4 +1,4 @@
-"""Scenario (a) of issue 14: new workers take their share. Real worker processes at the default
+"""Balancing: new workers take their share. Real worker processes at the default
 timings: 3 workers hold 300 connections (100 each, their capacity), 3 more join at once; the
 time until every worker is within 10 % (or one connection) of the mean, the handoffs that took
 (each a new subscriber on the simulator after the join), the gap each moved stream had without

@@ -1,4 +1,4 @@
-"""Known deaths (issue 14, scenarios b and c): `wsfleet fleet --workers N` as a real process
+"""Known deaths: `wsfleet fleet --workers N` as a real process
 tree, the simulator in a process of its own as the judge, at a long lease (30 s by default) so
 that nothing here can heal by expiry.
 

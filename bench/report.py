@@ -2,11 +2,11 @@
 
 from typing import Any
 
-# p99 targets at the default timings (issue 12: session lease 4 s, STOP check every 2 s)
+# p99 targets at the default timings (session lease 4 s, STOP check every 2 s)
 LATENCY_TARGETS_S = {"pickup": 0.5, "handoff": 1.0, "crash": 6.0, "stop": 2.5}
 CONNECTIONS_TARGET = 10_000
 KIB_PER_CONNECTION_TARGET = 32.0
-TLS_KIB_PER_CONNECTION_TARGET = 64.0  # wss:// (issue 15)
+TLS_KIB_PER_CONNECTION_TARGET = 64.0  # wss://
 CPU_TARGET = 1.0  # of one core, at the top step
 THROUGHPUT_P99_TARGET_MS = 2000
 
@@ -19,7 +19,7 @@ def _fmt(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-# Issue 14 (b): a supervised crash is taken over within this long of the exit being observed.
+# A supervised crash is taken over within this long of the exit being observed.
 KNOWN_DEATH_P99_TARGET_S = 1.0
 
 
@@ -176,7 +176,7 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 
 
 # One worker's DynamoDB requests per second in steady state, heartbeat and polls included
-# (issue 12: "target <= 5/s" at 10,000 connections; it was about 2,000 renewals/s).
+# (target <= 5/s at 10,000 connections).
 STORE_REQUESTS_PER_S_TARGET = 5.0
 
 
@@ -195,7 +195,7 @@ def _capacity_rows(run: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         target = f"{expected:,.0f}/s, p99 <= {THROUGHPUT_P99_TARGET_MS} ms"
         return [(f"{label}: stored at {run['rate']:g} msg/s each", measured, target, _ok(ok))]
     kib = best["per_connection_kib"] if best else None
-    # Targets: plain ws:// 32 KiB, wss:// with the lean TLS buffer 64 KiB (issue 15); a run on
+    # Targets: plain ws:// 32 KiB, wss:// with the lean TLS buffer 64 KiB; a run on
     # asyncio's own 256 KiB TLS buffer is there for the comparison only.
     tls = run.get("tls", False)
     judged = not tls or run.get("tls_read_buffer") != 256 * 1024
@@ -218,7 +218,7 @@ def _capacity_rows(run: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             _ok(kib is not None and kib <= kib_target) if judged else "info",
         ),
     ]
-    # Session leases (issue 12): what the worker asks of DynamoDB in steady state, at each step.
+    # Session leases: what the worker asks of DynamoDB in steady state, at each step.
     for step in run["steps"]:
         if step.get("store_requests"):
             rows.append(

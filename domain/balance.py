@@ -1,4 +1,4 @@
-"""The fleet's balancing rule (issue 14): from the live worker sessions' loads, one worker's
+"""The fleet's balancing rule: from the live worker sessions' loads, one worker's
 share, how many connections it should hand off now, and how many it may take.
 
 Pure: the sessions (with the load each reported at its last renew) and `now_ms` are handed in.

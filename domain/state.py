@@ -2,7 +2,7 @@
 it) and a WorkerSession (one worker process's liveness, renewed on its heartbeat).
 
 State is never edited in place: it is the fold of its events (see `evolve`). A connection's
-lease has no expiry of its own: it is held while its owner's session is live (issue 12), so a
+lease has no expiry of its own: it is held while its owner's session is live, so a
 heartbeat is one write per worker, not one per connection.
 """
 

@@ -2,10 +2,10 @@
 and infra/ Terraform is checked against it by tests/infra.
 
 Connections table: one item per connection, written only when its state changes (never on a
-  heartbeat). pk = "CONN#<connection_id>"; desired_state, ws_url, last_seq, updated_at_ms as in
-  the article; lease_owner = the owner's worker session id ("" when none), lease_token (the
+  heartbeat). pk = "CONN#<connection_id>"; desired_state, ws_url, last_seq, updated_at_ms;
+  lease_owner = the owner's worker session id ("" when none), lease_token (the
   fencing token), version, failures, not_before_ms, stop_reason, write_id; and three attributes
-  that exist only to key sparse indexes (issue 12):
+  that exist only to key sparse indexes:
   - owned_by = lease_owner, present only while owned: `connections-by-owner` (KEYS_ONLY), how
     the connections of a dead session are found;
   - stop_owner = lease_owner, present only while STOPPED and still owned: `stops-by-owner`

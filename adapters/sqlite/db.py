@@ -6,7 +6,7 @@ One thread for the connection's whole life also satisfies sqlite3's same-thread 
 calls run in the order they were submitted. Nothing made by the connection may leave that
 thread: a cursor freed on the event loop's thread resets its (cached, shared) statement while
 the database thread may be stepping it, and sqlite3 fails that step with "bad parameter or
-other API misuse" (found by tests/chaos). `_transaction` therefore refuses to return one.
+other API misuse". `_transaction` therefore refuses to return one.
 
 Sharing one file between processes: WAL mode lets readers run beside the single writer; every
 write transaction starts with BEGIN IMMEDIATE, which takes the write lock up front (waiting up

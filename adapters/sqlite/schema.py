@@ -2,7 +2,7 @@
 number of processes may open a database file at once and each ensures the tables it needs.
 
 connections: one row per connection, the current state (the fold of its events). A lease has
-  no expiry of its own (issue 12): it is held while its owner's session is live, so nothing
+  no expiry of its own: it is held while its owner's session is live, so nothing
   here moves on a heartbeat. Three indexes, each for one question:
   - connections_unowned: STARTED with no owner, by (not_before_ms, connection_id) — the orphans
     whose back-off is over are one range scan, and the earliest back-off end one seek;

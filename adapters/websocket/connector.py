@@ -196,7 +196,7 @@ def _unreachable(exc: Exception) -> bool:
 
 
 async def _close(ws: ClientConnection) -> None:
-    """Leave the upstream now, whatever state the connection is in (found by tests/chaos).
+    """Leave the upstream now, whatever state the connection is in.
 
     The closing handshake needs the upstream's close frame, which arrives behind the messages
     it sent after we stopped listening; once those fill the receive queue (`max_queue`),

@@ -36,7 +36,7 @@ MALFORMED_HINTS = "MalformedHints"
 SELF_FENCES = "SelfFences"
 LOOP_LAG_MS = "EventLoopLagMs"
 HOLDING_WITHOUT_STORING_S = "SecondsHoldingWithoutStoring"
-# Upstream input (issue 13): seqs at or below what was received, dropped; forward jumps beyond
+# Upstream input: seqs at or below what was received, dropped; forward jumps beyond
 # the window (an upstream fault); other data for a stored seq; messages refused at the boundary.
 REPLAYS_DROPPED = "ReplaysDropped"
 SEQ_JUMPS = "SeqJumps"

@@ -299,8 +299,7 @@ class IngestLane:
         """The sink takes writes as they come: the last write did not fail, and nothing queued
         has waited longer than a few flush intervals. A balancing handoff drains before it
         releases, so one started while the sink is down or behind would leave its stream
-        without a subscriber for as long (found by tests/chaos: coverage lost during sink
-        outages and latency)."""
+        without a subscriber for as long."""
         if self._failing:
             return False
         if not self._queue:

@@ -139,13 +139,13 @@ async def _refresh_view(ctx: WorkerContext, sessions: Sessions) -> None:
 async def reconcile(
     ctx: WorkerContext, sessions: Sessions, beats: Heartbeats, *, keeper: SessionKeeper
 ) -> None:
-    """Take every orphan capacity allows, at two cadences (issue 12: what it reads is a cost
-    per worker, so it must not run a full scan at every session expiry).
+    """Take every orphan capacity allows, at two cadences (what it reads is a cost per
+    worker, so it must not run a full scan at every session expiry).
 
     - A **watch** of the worker sessions (one small read: a Scan of a few items) wakes when
       the next other session can expire, and at least once a lease: a session granted after
-      the last look expires a lease after it opened at the earliest, so it is never slept past
-      (found by tests/chaos). A session found newly dead triggers a full scan at once, so a
+      the last look expires a lease after it opened at the earliest, so it is never slept past.
+      A session found newly dead triggers a full scan at once, so a
       crashed worker's connections move about one lease after its last renew.
     - A **full scan** (every orphan: the unowned ones past their back-off, and those of dead
       sessions, all pages) runs then, at least every reconcile interval, and when a back-off
@@ -226,7 +226,7 @@ def _rebalance(ctx: WorkerContext, sessions: Sessions, keeper: SessionKeeper) ->
 
 # A dead session's item is deleted only this long after its death: DynamoDB finds a dead
 # session's connections through an index that lags its writes (about a second), and a
-# connection whose owner's item is gone is found by nobody there.
+# connection whose owner's item is gone is seen by nobody there.
 FORGET_GRACE_MS = 60_000
 
 

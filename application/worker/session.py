@@ -2,8 +2,8 @@
 
 Two loops run side by side — the lease watch (the worker session's fence, and a checkpoint
 written at a low rate) and the upstream stream — plus a stop signal (STOP seen, or shutdown).
-The first to finish ends them all (the article's asyncio.gather kept streaming after a lost
-lease or a STOP); then `finish` always runs: it drains what was received, while the lease is
+The first to finish ends them all (streaming must not go on after a lost lease or a STOP);
+then `finish` always runs: it drains what was received, while the lease is
 still trusted, and hands the connection back in the way the ending calls for. Messages go to
 the worker's shared IngestWriter. Nothing here renews: the worker's one session does.
 """
@@ -200,7 +200,7 @@ class ConnectionSession:
                 target = await ctx.url_policy.vet(self.ws_url)
                 if not self.lease.valid():
                     # Never subscribe without trust: a worker that wakes from a freeze must
-                    # not reconnect before its fence is noticed (found by tests/chaos).
+                    # not reconnect before its fence is noticed.
                     return SessionEnd.LEASE_LOST
                 async with ctx.upstream.open(
                     self.ws_url, self.ingest.next_seq, target.addresses
@@ -282,10 +282,9 @@ class ConnectionSession:
             end = SessionEnd.UPSTREAM_FAILED
         elif end is SessionEnd.STREAM_ENDED and not drained:
             # The upstream ended, but its last messages are not stored and cannot be now:
-            # ending the stream at this checkpoint would lose them for good (found by
-            # tests/unit/test_worker_stream_end_untrusted.py). Handed back still wanted
-            # instead: the next owner resumes after the checkpoint, receives the tail again
-            # and sees the end itself.
+            # ending the stream at this checkpoint would lose them for good. Handed back
+            # still wanted instead: the next owner resumes after the checkpoint, receives
+            # the tail again and sees the end itself.
             end = SessionEnd.LEASE_LOST
         attempt = 0
         while True:
@@ -305,9 +304,9 @@ class ConnectionSession:
                     return end
                 await self._ctx.clock.sleep(min(1.0, 0.1 * attempt))
                 continue
-            # A STOP honoured just as a START came back (found by bench/fleet: the START's
-            # hint found the connection still held, and nothing else would take it before
-            # the next full scan, a minute later): hinted like any connection still wanted.
+            # A STOP honoured just as a START came back: the START's hint found the
+            # connection still held, and nothing else would take it before the next full
+            # scan, a minute later. Hinted like any connection still wanted.
             restarted = end is SessionEnd.STOPPED and after.desired_state is DesiredState.STARTED
             self.handed_back = True
             self._handed_back(self.connection_id, end)
@@ -316,8 +315,8 @@ class ConnectionSession:
             return end
 
     async def _hint(self) -> None:
-        """Tell the fleet the connection is free now (found by tests/chaos): otherwise it
-        waits for someone's next scan. A lost hint only costs that wait."""
+        """Tell the fleet the connection is free now: otherwise it waits for someone's
+        next scan. A lost hint only costs that wait."""
         try:
             await send_hints(self._ctx.queue, [self.connection_id], self._extra())
         except QueueUnavailable as exc:

@@ -1,7 +1,7 @@
 """SessionKeeper: the worker's one session in the fleet, and the one trust rule every
 connection reads.
 
-One heartbeat per worker (issue 12): the keeper renews its worker session every
+One heartbeat per worker: the keeper renews its worker session every
 `heartbeat_interval_s` with the load it carries; no connection renews anything. Every
 connection this worker holds is held through that session, so whether any of them may still
 be read and written is one question, answered here:
@@ -131,7 +131,7 @@ class SessionKeeper:
         Renewals are hedged: a heartbeat does not wait for the previous one to answer (up to
         MAX_RENEWS_IN_FLIGHT at once). Every connection hangs on this one session, so one
         request that a store takes a second to answer must not fence them all when the next
-        would have been answered in milliseconds (found by tests/chaos on DynamoDB Local)."""
+        would have been answered in milliseconds (DynamoDB Local answers some in a second)."""
         ctx = self._ctx
         clock, interval = ctx.clock, ctx.config.heartbeat_interval_s
         in_flight: set[asyncio.Task[None]] = set()

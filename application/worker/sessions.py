@@ -223,7 +223,7 @@ class Sessions:
         return acquired.checkpoint_seq if stored is None else max(stored, acquired.checkpoint_seq)
 
     async def _granted_after_all(self, connection_id: str, session_id: str) -> Connection | None:
-        """After a try_acquire whose outcome is unknown (found by tests/chaos): the grant may
+        """After a try_acquire whose outcome is unknown: the grant may
         have landed with its answer lost, which would leave the connection owned by a live
         session that runs nothing for it. The stored item proves it is ours when it names our
         session: we hold no other lease on it (`_acquiring` keeps takes of one id apart, and a

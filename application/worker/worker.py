@@ -129,7 +129,7 @@ class Worker:
         shutdown = asyncio.ensure_future(self._shutdown.wait())
         try:
             # A loop must never end on its own: a worker that renews its leases while, say,
-            # its writer is dead stores nothing and hides it (issue 13).
+            # its writer is dead stores nothing and hides it.
             await asyncio.wait([shutdown, *self._loops.values()], return_when="FIRST_COMPLETED")
             ended = [name for name, task in self._loops.items() if task.done()]
             if ended:

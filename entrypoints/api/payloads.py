@@ -24,8 +24,8 @@ class EventCommand:
 
 
 def parse_event(body: bytes) -> EventCommand:
-    """`{"event_type": "START"|"STOP", "connection_id": ..., "ws_url": ...}` (the article's
-    router accepted the event type in any case, so this does too; STOP may carry a ws_url,
+    """`{"event_type": "START"|"STOP", "connection_id": ..., "ws_url": ...}` (the event type
+    in any case, as the original router took it; STOP may carry a ws_url,
     which it ignores)."""
     doc = _object(body, allowed=("event_type", "connection_id", "ws_url"))
     _require(doc, "event_type", "connection_id")

@@ -1,7 +1,7 @@
 """The demo's script: simulator, API and workers up; START every connection through the API;
 SIGKILL the busiest worker (as a supervisor would, the demo reaps it and ends its session at
 once, so its connections move without waiting out the lease, then starts a replacement, which
-receives its share of the fleet's connections by graceful handoffs; issue 14); SIGTERM the next
+receives its share of the fleet's connections by graceful handoffs); SIGTERM the next
 busiest (its replacement started first, as in a rolling deploy); end every stream; judge.
 
 Every wait has a deadline (a phase that overruns raises TimeoutError, naming what it waited
@@ -165,7 +165,7 @@ class Scenario:
             f"SIGKILL {victim.name} (pid {victim.pid}) holding {len(owned)} connections"
         )
         code = await victim.exit_code(10)
-        # As the supervisor that reaped it would (issue 14; `wsfleet fleet` and `wsfleet
+        # As the supervisor that reaped it would (`wsfleet fleet` and `wsfleet
         # end-session` do the same): the death is certain, so its session ends now and its
         # connections are hinted, instead of waiting for the lease to run out.
         deaths: WorkerDeaths = await provide(probe.container.core.deaths)

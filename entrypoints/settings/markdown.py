@@ -77,7 +77,7 @@ def _default(value: Any) -> str:
 _DEFAULTS = """
 ## Why these defaults
 
-- Lease 4 s, heartbeat 1 s, self-fence margin 1 s, STOP check 2 s (issue 12): the lease is the
+- Lease 4 s, heartbeat 1 s, self-fence margin 1 s, STOP check 2 s: the lease is the
   worker session's, renewed once per worker, so a short one costs 3,600 writes per
   worker-hour whatever the connections. Reconciliation wakes when the next session can
   expire, so a crashed worker's connections are taken about one lease (4 s) after its last
