@@ -4,7 +4,7 @@
 from typing import Any
 
 from application.config import WorkerConfig
-from entrypoints.settings.table import GROUPS, ROUTER, WORKER, Setting
+from entrypoints.settings.table import ESSENTIAL, GROUPS, ROUTER, SETTINGS, WORKER, Setting
 
 # us-east-1 on-demand list prices per million request units (check your region's).
 WRITE_PRICE_PER_MILLION = 0.625
@@ -40,13 +40,20 @@ wsfleet worker: invalid configuration (2 problems):
 """
 
 
+_HEADER = "| Variable | Default | Allowed | Used by | Meaning |\n| --- | --- | --- | --- | --- |\n"
+
+
 def render() -> str:
-    parts = [_INTRO]
+    parts = [_INTRO, "\n## The settings you set\n\n", _HEADER]
+    parts += [_row(s) for s in SETTINGS if s.name in ESSENTIAL]
+    parts.append(
+        "\n# Advanced\n\nTuning knobs: the defaults are measured (bench/RESULTS.md) and "
+        "rarely need changing. Each is validated by name like the settings above.\n"
+    )
     for title, settings in GROUPS:
-        parts.append(f"\n## {title}\n\n")
-        parts.append("| Variable | Default | Allowed | Used by | Meaning |\n")
-        parts.append("| --- | --- | --- | --- | --- |\n")
-        parts += [_row(s) for s in settings]
+        advanced = [s for s in settings if s.name not in ESSENTIAL]
+        if advanced:
+            parts += [f"\n## {title}\n\n", _HEADER, *(_row(s) for s in advanced)]
     parts.append(_defaults_section())
     parts.append(_cost_section())
     return "".join(parts)

@@ -610,4 +610,37 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
     ("Testing only", _TESTING),
 )
 SETTINGS: tuple[Setting, ...] = tuple(s for _, group in GROUPS for s in group)
+# The settings a user sets (where state lives, what to connect to, how to reach the API);
+# every other one is a tuning knob, listed under "Advanced" in docs/settings.md and still
+# validated by name like these.
+ESSENTIAL: frozenset[str] = frozenset(
+    PREFIX + name
+    for name in (
+        "BACKEND",
+        "DATA_DIR",
+        "LOG_LEVEL",
+        "WORKER_ID",
+        "HEALTH_PORT",
+        "API_HOST",
+        "API_PORT",
+        "API_TOKEN",
+        "REGION",
+        "CONNECTIONS_TABLE",
+        "EVENTS_TABLE",
+        "MESSAGES_TABLE",
+        "SESSIONS_TABLE",
+        "QUEUE_URL",
+        "ALLOWED_UPSTREAM_HOSTS",
+        "ALLOW_PRIVATE_UPSTREAMS",
+        "MESSAGE_SINK",
+        "KINESIS_STREAM",
+        "UPSTREAM_HOOK",
+        "UPSTREAM_RESUME_PARAM",
+        "UPSTREAM_SEQ_FIELD",
+        "UPSTREAM_DATA_FIELD",
+        "MAX_CONNECTIONS",
+        "LEASE_MS",
+        "SHUTDOWN_BUDGET_S",
+    )
+)
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

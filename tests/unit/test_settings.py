@@ -222,3 +222,15 @@ def test_the_dynamodb_sink_writes_in_four_lanes_unless_told_otherwise() -> None:
     assert load_settings({}).worker.ingest_writers == 1  # embedded: SQLite
     told = {**aws, "WSFLEET_INGEST_WRITERS": "2"}
     assert load_settings(told, aws=False).worker.ingest_writers == 2
+
+
+def test_the_settings_a_user_sets_are_named_in_the_table_and_listed_first() -> None:
+    from entrypoints.settings.table import BY_NAME, ESSENTIAL
+
+    assert BY_NAME.keys() >= ESSENTIAL, sorted(ESSENTIAL - BY_NAME.keys())
+    docs = DOCS.read_text()
+    advanced = docs.index("\n# Advanced\n")
+    for name in ESSENTIAL:
+        assert docs.index(f"| `{name}` |") < advanced, name
+    for name in BY_NAME.keys() - ESSENTIAL:
+        assert docs.index(f"| `{name}` |") > advanced, name
