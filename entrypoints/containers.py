@@ -177,6 +177,30 @@ def websocket_options(settings: Settings) -> WebSocketOptions:
     )
 
 
+def websocket_upstream(
+    settings: "providers.Provider[Settings]",
+) -> "providers.Singleton[WebSocketConnector]":
+    """The upstream connector every process wires: the settings' options, the user's hook."""
+    return providers.Singleton(
+        WebSocketConnector,
+        options=providers.Callable(websocket_options, settings),
+        hook=providers.Callable(user_hook, settings),
+    )
+
+
+def core_of(
+    settings: "providers.Provider[Settings]", **ports: "providers.Provider[Any]"
+) -> "providers.Container[CoreContainer]":
+    """The application (worker, router, API) on a backend's ports: `store`, `queue`, `sink`,
+    `metrics`, `upstream`, and optionally `clock` and `resolver`."""
+    container: providers.Container[CoreContainer] = providers.Container(
+        CoreContainer,
+        settings=settings,
+        **ports,  # type: ignore[arg-type]
+    )
+    return container
+
+
 def _pool_size(settings: Settings) -> int:
     return max(10, settings.worker.max_connections + _POOL_HEADROOM)
 
@@ -273,20 +297,10 @@ class AwsContainer(containers.DeclarativeContainer):
         ),
         custom=providers.Callable(no_reader, settings),
     )
-    upstream = providers.Singleton(
-        WebSocketConnector,
-        options=providers.Callable(websocket_options, settings),
-        hook=providers.Callable(user_hook, settings),
-    )
+    upstream = websocket_upstream(settings)
 
-    core = providers.Container(
-        CoreContainer,
-        settings=settings,
-        store=store,
-        queue=queue,
-        sink=sink,
-        metrics=metrics,
-        upstream=upstream,
+    core = core_of(
+        settings, store=store, queue=queue, sink=sink, metrics=metrics, upstream=upstream
     )
 
 
@@ -312,9 +326,8 @@ class InMemoryContainer(containers.DeclarativeContainer):
     metrics = providers.Factory(InMemoryMetrics)  # one per worker: tests read each one's
     upstream = providers.Singleton(FakeUpstream, clock, upstream_rate_per_s)
 
-    core = providers.Container(
-        CoreContainer,
-        settings=settings,
+    core = core_of(
+        settings,
         store=store,
         queue=queue,
         sink=sink,

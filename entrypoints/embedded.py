@@ -27,10 +27,9 @@ from adapters.sqlite.message_sink import SqliteMessageSink
 from adapters.sqlite.queue import SqliteNotificationQueue
 from adapters.sqlite.store import SqliteConnectionStore
 from adapters.system.clock import SystemClock
-from adapters.websocket import WebSocketConnector
 from application.ports import Clock
-from entrypoints.containers import CoreContainer, websocket_options
-from entrypoints.extensions import no_reader, sink_choice, user_hook, user_sink
+from entrypoints.containers import core_of, websocket_upstream
+from entrypoints.extensions import no_reader, sink_choice, user_sink
 from entrypoints.metrics import TeeMetrics, prometheus_metrics
 from entrypoints.settings import Settings
 
@@ -89,18 +88,8 @@ class EmbeddedContainer(containers.DeclarativeContainer):
     # Scraped at the health port's /metrics (entrypoints/worker/health.py).
     prometheus = providers.Singleton(prometheus_metrics, "embedded")
     metrics = providers.Singleton(TeeMetrics, providers.Singleton(JsonLogMetrics), prometheus)
-    upstream = providers.Singleton(
-        WebSocketConnector,
-        options=providers.Callable(websocket_options, settings),
-        hook=providers.Callable(user_hook, settings),
-    )
+    upstream = websocket_upstream(settings)
 
-    core = providers.Container(
-        CoreContainer,
-        settings=settings,
-        store=store,
-        queue=queue,
-        sink=sink,
-        metrics=metrics,
-        upstream=upstream,
+    core = core_of(
+        settings, store=store, queue=queue, sink=sink, metrics=metrics, upstream=upstream
     )
