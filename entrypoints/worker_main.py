@@ -2,7 +2,8 @@
 
 Exit codes: 0 after a graceful shutdown; 2 for invalid configuration (one line per problem on
 stderr, naming the variable and what it allows; no stack trace); 1 if the worker crashed;
-128 + N after a second signal N; 70 if the graceful shutdown overran its budget.
+128 + N after an exit forced by signal N (SIGQUIT, or a deliberate second SIGINT: see
+entrypoints/worker/signals.py); 70 if the graceful shutdown overran its budget.
 """
 
 import asyncio

@@ -1,9 +1,15 @@
-"""SIGTERM/SIGINT handling for the worker process.
+"""SIGTERM/SIGINT/SIGQUIT handling for the worker process.
 
-The first signal asks the worker to shut down gracefully (release every lease with its final
-checkpoint and hint the fleet) and arms a watchdog: if the shutdown overruns its budget by
-more than a grace period, the process exits anyway, before ECS's SIGKILL would. A second
-signal exits at once. Either forced exit is non-zero (128 + signal number, or 70 for the
+The first SIGTERM or SIGINT asks the worker to shut down gracefully (release every lease with
+its final checkpoint and hint the fleet) and arms a watchdog: if the shutdown overruns its
+budget by more than a grace period, the process exits anyway, before ECS's SIGKILL would.
+
+Only a deliberate request cuts the handoff short: SIGQUIT (Ctrl-\\) at any time, or a SIGINT
+(Ctrl-C) at least `DELIBERATE_AFTER_S` after the shutdown began. A repeated SIGTERM never
+does, nor does a SIGINT right after the first signal: supervisors, container runtimes and
+`timeout` deliver a signal to the process and to its group, so one stop often arrives twice
+within a millisecond, and exiting on it would leave every connection to expire. Ignored
+signals are logged once each. A forced exit is non-zero (128 + signal number, or 70 for the
 watchdog), so an orchestrator can tell a forced stop from a clean one."""
 
 import asyncio
@@ -11,13 +17,18 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 WATCHDOG_EXIT_CODE = 70  # EX_SOFTWARE: the graceful shutdown did not finish in time
 WATCHDOG_GRACE_S = 5.0
+# A second Ctrl-C sooner than this is taken for the same stop delivered twice (the terminal
+# signals the whole group, and a wrapper may forward it again); a person pressing again to
+# insist takes longer than that.
+DELIBERATE_AFTER_S = 1.0
 
 
 class ShutdownSignals:
@@ -26,11 +37,14 @@ class ShutdownSignals:
         request_shutdown: Callable[[], None],
         budget_s: float,
         exit_now: Callable[[int], None] = os._exit,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._request_shutdown = request_shutdown
         self._budget_s = budget_s
         self._exit_now = exit_now
-        self._received: list[signal.Signals] = []
+        self._monotonic = monotonic
+        self._began_at: float | None = None  # when the graceful shutdown was requested
+        self._ignored: set[signal.Signals] = set()  # logged once each
         self._watchdog: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -48,14 +62,29 @@ class ShutdownSignals:
             await asyncio.gather(self._watchdog, return_exceptions=True)
 
     def _on_signal(self, sig: signal.Signals) -> None:
-        self._received.append(sig)
-        if len(self._received) > 1:
-            log.error("second signal (%s): exiting without finishing the shutdown", sig.name)
+        if sig is signal.SIGQUIT:
+            log.error("SIGQUIT: exiting at once, without the graceful shutdown")
             self._force(128 + sig.value)
             return
-        log.info("%s received: graceful shutdown within %.1fs", sig.name, self._budget_s)
-        self._request_shutdown()
-        self._watchdog = asyncio.get_running_loop().create_task(self._watch())
+        now = self._monotonic()
+        if self._began_at is None:
+            self._began_at = now
+            log.info("%s received: graceful shutdown within %.1fs", sig.name, self._budget_s)
+            self._request_shutdown()
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch())
+            return
+        if sig is signal.SIGINT and now - self._began_at >= DELIBERATE_AFTER_S:
+            log.error("second SIGINT: exiting without finishing the shutdown")
+            self._force(128 + sig.value)
+            return
+        if sig not in self._ignored:
+            self._ignored.add(sig)
+            log.warning(
+                "%s ignored: the graceful shutdown is already under way (a second Ctrl-C "
+                "after %.0fs, or SIGQUIT, cuts it short)",
+                sig.name,
+                DELIBERATE_AFTER_S,
+            )
 
     async def _watch(self) -> None:
         await asyncio.sleep(self._budget_s + WATCHDOG_GRACE_S)

@@ -19,6 +19,7 @@ from adapters.dynamodb.message_reader import DynamoDbMessageReader
 from adapters.dynamodb.schema import DEFAULT_MESSAGES_TABLE
 from application.router import EventRouter
 from application.worker.session_keeper import worker_of
+from domain import NO_OWNER
 from entrypoints.api import EventApi, HttpRequest
 from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.devstack.aws import LocalAws
@@ -151,6 +152,41 @@ async def test_worker_streams_then_hands_over_on_sigterm_to_another_worker(
     assert all(line.get("worker_id") == status_a["worker_id"] for line in lines), lines[:3]
     leases = [line for line in lines if line.get("token") and line.get("connection_id") == "m1"]
     assert leases, "lease transitions are logged with the connection id and token"
+
+
+async def test_a_sigterm_delivered_twice_within_a_millisecond_still_hands_every_connection_over(
+    deployment: Deployment, simulator: UpstreamSimulator
+) -> None:
+    """GIVEN a worker streaming three connections, WHEN it gets SIGTERM twice 1 ms apart (as
+    `timeout` or a supervisor signalling the process and its group delivers it), THEN it still
+    shuts down gracefully: exit 0, every connection released, none left owned by its session."""
+    worker = deployment.worker("twice")
+    await worker.start()
+    await worker.wait_healthy()
+    api, router = await deployment.api(), await deployment.router()
+    ids = ["t1", "t2", "t3"]
+    for cid in ids:
+        simulator.create_stream(cid)
+        assert await start(api, cid, simulator.url(cid)) == 202
+    await until(lambda: all(simulator.subscribers(c) == 1 for c in ids), 15, "all subscribed")
+    await until(lambda: _owned(router, ids), 15, "every connection owned")
+
+    worker.signal(signal.SIGTERM)
+    await asyncio.sleep(0.001)
+    worker.signal(signal.SIGTERM)
+
+    assert await worker.wait(BUDGET_S + 5) == 0, worker.output()
+    for cid in ids:
+        conn = await router.get(cid)
+        assert conn is not None
+        assert conn.owner == NO_OWNER, (cid, conn.owner)
+        assert simulator.subscribers(cid) == 0
+    assert "SIGTERM ignored" in worker.output()
+
+
+async def _owned(router: EventRouter, ids: list[str]) -> bool:
+    conns = [await router.get(cid) for cid in ids]
+    return all(c is not None and c.owner != NO_OWNER for c in conns)
 
 
 async def _at_least(seqs: Any, n: int) -> bool:

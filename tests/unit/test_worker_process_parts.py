@@ -30,7 +30,7 @@ from entrypoints.logging_setup import bind, setup_logging
 from entrypoints.settings import load_settings
 from entrypoints.worker.health import HealthServer
 from entrypoints.worker.identity import METADATA_VARIABLE, new_worker_id
-from entrypoints.worker.signals import WATCHDOG_EXIT_CODE, ShutdownSignals
+from entrypoints.worker.signals import DELIBERATE_AFTER_S, WATCHDOG_EXIT_CODE, ShutdownSignals
 from tests.support.logs import preserved_logging
 
 # --- identity -------------------------------------------------------------------------------
@@ -101,17 +101,63 @@ async def _deliver(sig: signal.Signals) -> None:
         await asyncio.sleep(0.01)
 
 
-async def test_first_signal_requests_shutdown_and_a_second_forces_exit() -> None:
-    exits = Exits()
-    signals = ShutdownSignals(exits.request_shutdown, budget_s=30, exit_now=exits.codes.append)
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def clocked() -> AsyncIterator[tuple[Exits, Clock]]:
+    exits, clock = Exits(), Clock()
+    signals = ShutdownSignals(
+        exits.request_shutdown, budget_s=30, exit_now=exits.codes.append, monotonic=clock
+    )
     signals.install()
     try:
-        await _deliver(signal.SIGTERM)
-        assert (exits.shutdowns, exits.codes) == (1, [])
-        await _deliver(signal.SIGINT)
-        assert (exits.shutdowns, exits.codes) == (1, [128 + signal.SIGINT])
+        yield exits, clock
     finally:
         await signals.uninstall()
+
+
+async def test_a_repeated_sigterm_never_cuts_the_graceful_shutdown_short(
+    clocked: tuple[Exits, Clock],
+) -> None:
+    exits, clock = clocked
+    await _deliver(signal.SIGTERM)
+    assert (exits.shutdowns, exits.codes) == (1, [])
+    await _deliver(signal.SIGTERM)
+    clock.now += 60
+    await _deliver(signal.SIGTERM)
+    assert (exits.shutdowns, exits.codes) == (1, [])
+
+
+async def test_a_sigint_right_after_the_first_signal_is_taken_for_a_duplicate(
+    clocked: tuple[Exits, Clock],
+) -> None:
+    exits, clock = clocked
+    await _deliver(signal.SIGTERM)
+    clock.now += DELIBERATE_AFTER_S / 2
+    await _deliver(signal.SIGINT)
+    assert (exits.shutdowns, exits.codes) == (1, [])
+
+
+async def test_a_second_sigint_a_second_later_forces_exit(
+    clocked: tuple[Exits, Clock],
+) -> None:
+    exits, clock = clocked
+    await _deliver(signal.SIGINT)
+    clock.now += DELIBERATE_AFTER_S
+    await _deliver(signal.SIGINT)
+    assert (exits.shutdowns, exits.codes) == (1, [128 + signal.SIGINT])
+
+
+async def test_sigquit_forces_exit_at_once(clocked: tuple[Exits, Clock]) -> None:
+    exits, _ = clocked
+    await _deliver(signal.SIGQUIT)
+    assert (exits.shutdowns, exits.codes) == (0, [128 + signal.SIGQUIT])
 
 
 async def test_a_shutdown_that_overruns_its_budget_is_cut_short(
