@@ -16,6 +16,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from application.worker.session_keeper import worker_of
 from domain import Connection, DesiredState, LeaseStatus, SessionLookup
 from entrypoints.cli.tables import owner_text, utc
 
@@ -25,7 +26,10 @@ LEASE_BUCKETS_S: tuple[tuple[float, float], ...] = ((0, 2), (2, 5), (5, 10), (10
 
 @attrs.frozen
 class WorkerLoad:
-    worker_id: str
+    """The connections one worker session holds (a lease's owner is a session id,
+    `<worker id>#<n>`)."""
+
+    session_id: str
     held: int
     min_lease_left_ms: int
 
@@ -88,7 +92,7 @@ def summarize(
     worst = heapq.nsmallest(top, candidates, key=lambda a: (-a.waiting_ms, a.lease_left_ms))
     workers = sorted(
         (WorkerLoad(owner, n, min_left[owner]) for owner, n in loads.items()),
-        key=lambda w: (-w.held, w.worker_id),
+        key=lambda w: (-w.held, w.session_id),
     )
     return FleetSummary(
         total=len(connections),
@@ -112,12 +116,13 @@ def render(
     truncated: bool = False,
     sessions: SessionLookup | None = None,
 ) -> RenderableType:
-    """The whole frame. `lags`: worker id -> its ingest lag as text, where known (scraped);
-    `truncated`: the listing stopped at --limit, so the totals are a lower bound."""
+    """The whole frame. `lags`: worker id -> its ingest lag as text, where known (scraped;
+    shown on the rows of that worker's sessions); `truncated`: the listing stopped at --limit,
+    so the totals are a lower bound."""
     sessions = sessions or {}
     summary = summarize(connections, now_ms, top, sessions)
     lags = lags or {}
-    listed = {w.worker_id for w in summary.workers[:top]}
+    listed = {worker_of(w.session_id) for w in summary.workers[:top]}
     # Scraped workers not in the table (holding nothing, not in the top, or unreachable).
     others = "  ".join(f"{worker}: {lag}" for worker, lag in lags.items() if worker not in listed)
     return Group(
@@ -157,10 +162,10 @@ def _workers(s: FleetSummary, top: int, lags: Mapping[str, str]) -> RenderableTy
     table.add_column("ingest lag", justify="right")
     for load in s.workers[:top]:
         table.add_row(
-            load.worker_id,
+            load.session_id,
             str(load.held),
             f"{load.min_lease_left_ms / 1000:.1f}s",
-            lags.get(load.worker_id, "-"),
+            lags.get(worker_of(load.session_id), "-"),
         )
     rest = s.workers[top:]
     if rest:

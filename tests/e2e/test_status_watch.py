@@ -2,7 +2,12 @@
 SQLite store (two workers' leases, a connection nobody holds), two refreshes printed whole into
 a file (not a terminal), the second seeing a change made between them."""
 
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +20,46 @@ from tests.e2e.cli_process import cli_process
 LEASE_MS = 600_000  # held for the whole test
 
 
-async def test_watch_refreshes_and_shows_load_leases_and_the_waiting(tmp_path: Path) -> None:
+@pytest.fixture
+def scraped_alpha() -> Iterator[str]:
+    """A health endpoint of worker `alpha-1` (whose session alpha-1#1 holds leases below): its
+    /status, and a /metrics whose ingest-lag histogram gains 10 messages of 0.2 s per scrape."""
+    scrapes = 0
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            nonlocal scrapes
+            if self.path == "/status":
+                body = json.dumps({"worker_id": "alpha-1"}).encode()
+            else:
+                scrapes += 1
+                count = 10 * scrapes
+                body = (
+                    "# TYPE wsfleet_ingest_lag_seconds histogram\n"
+                    f'wsfleet_ingest_lag_seconds_bucket{{le="+Inf"}} {count}\n'
+                    f"wsfleet_ingest_lag_seconds_count {count}\n"
+                    f"wsfleet_ingest_lag_seconds_sum {0.2 * count}\n"
+                ).encode()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_watch_refreshes_and_shows_load_leases_and_the_waiting(
+    tmp_path: Path, scraped_alpha: str
+) -> None:
     data = tmp_path / ".wsfleet"
     data.mkdir()
     clock = SystemClock()
@@ -41,6 +85,8 @@ async def test_watch_refreshes_and_shows_load_leases_and_the_waiting(tmp_path: P
             "5",
             "--scrape",
             dead_probe,
+            "--scrape",
+            scraped_alpha,
         ],
         tmp_path,
         {},
@@ -66,6 +112,10 @@ async def test_watch_refreshes_and_shows_load_leases_and_the_waiting(tmp_path: P
         assert "c29" in frame  # the one nobody holds heads the worst list
         assert "unreachable" in frame  # the probe that does not answer
     assert "late" in second
+    # The scraped worker's lag is on its session's row (the first look has nothing to compare).
+    (alpha_row,) = [line for line in second.splitlines() if line.startswith("alpha-1#1")]
+    assert alpha_row.split()[-2:] == ["200", "ms"], second
+    assert "alpha-1: " not in second
 
 
 def test_watch_and_json_together_are_a_usage_error(

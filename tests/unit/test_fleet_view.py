@@ -63,7 +63,7 @@ def test_the_summary_counts_every_connection_once() -> None:
     assert sum(w.held for w in summary.workers) == summary.held
     assert sum(summary.lease_buckets) == summary.held
     assert len(summary.workers) == 40
-    assert {w.worker_id for w in summary.workers[:3]} == {"w00", "w01", "w02"}
+    assert {w.session_id for w in summary.workers[:3]} == {"w00", "w01", "w02"}
     assert summary.workers[0].held > summary.workers[3].held
 
 
@@ -101,3 +101,31 @@ def test_an_empty_fleet_renders() -> None:
     Console(file=out, width=100).print(render([], NOW, top=5))
     assert "0 connections" in out.getvalue()
     assert "no worker holds a lease" in out.getvalue()
+
+
+def test_a_scraped_lag_shows_on_the_rows_of_that_workers_sessions() -> None:
+    """GIVEN leases owned by sessions `<worker id>#<n>` and lags scraped per worker id, THEN
+    each session's row shows its worker's lag, and no worker listed in the table is repeated
+    among the "other scraped workers"."""
+    held = {"alpha-1#2": WorkerSession("alpha-1#2", 5, NOW + 10_000)}
+    connections = [
+        Connection(
+            connection_id=f"c{i}",
+            version=3,
+            desired_state=DesiredState.STARTED,
+            ws_url="wss://feed.example.com/x",
+            owner="alpha-1#2",
+            token=1,
+        )
+        for i in range(3)
+    ]
+    out = io.StringIO()
+    lags = {"alpha-1": "202 ms", "gamma-3": "idle"}
+    Console(file=out, width=120, color_system=None).print(
+        render(connections, NOW, lags=lags, sessions=held)
+    )
+    text = out.getvalue()
+    (row,) = [line for line in text.splitlines() if line.startswith("alpha-1#2")]
+    assert row.split()[-2:] == ["202", "ms"], text
+    assert "other scraped workers  gamma-3: idle" in text
+    assert "alpha-1:" not in text
