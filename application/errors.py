@@ -10,6 +10,7 @@ ApplicationError
 │   ├── UpstreamUnavailable   worth retrying with back-off (refused, dropped, 5xx, timeout)
 │   └── UpstreamRejected      not worth retrying soon (4xx, bad URL, forbidden address)
 └── ConfigurationError    a setting is invalid; names the setting and what is allowed
+    └── WorkerIdInUse     another live worker runs under this worker id
 
 Domain refusals (LeaseLost, ConnectionNotFound, ...) are DomainErrors and pass through unchanged.
 """
@@ -68,3 +69,8 @@ class UpstreamRejected(UpstreamError):
 
 class ConfigurationError(ApplicationError):
     pass
+
+
+class WorkerIdInUse(ConfigurationError):
+    """A worker found a live session of its own worker id that it did not open: two processes
+    under one id would renew, fence and end each other's sessions."""

@@ -1,7 +1,8 @@
 """The worker process: `python -m entrypoints.worker` (the ECS task's command).
 
 Exit codes: 0 after a graceful shutdown; 2 for invalid configuration (one line per problem on
-stderr, naming the variable and what it allows; no stack trace); 1 if the worker crashed;
+stderr, naming the variable and what it allows; no stack trace), a worker id another live
+worker runs under included; 1 if the worker crashed;
 128 + N after an exit forced by signal N (SIGQUIT, or a deliberate second SIGINT: see
 entrypoints/worker/signals.py); 70 if the graceful shutdown overran its budget.
 """
@@ -88,6 +89,8 @@ async def serve(worker: Worker, settings: Settings, scrape: Scrape | None = None
     )
     try:
         await worker.run()
+    except ConfigurationError:
+        raise  # found at start (a worker id in use): exit 2 with its message, as for settings
     except Exception:
         log.exception("worker crashed")
         return EXIT_CRASHED

@@ -17,17 +17,18 @@ comes back, and nothing acquired under it is trusted again.
 """
 
 import asyncio
-import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
-from application.errors import StoreUnavailable
+from application.errors import StoreUnavailable, WorkerIdInUse
 from application.ports.metrics import LEASES_LOST, RENEW_LATENCY_MS, SELF_FENCES, STORE_ERRORS
 from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
-from domain import InvalidCommand
+from domain import InvalidCommand, WorkerSession
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SESSION_SEPARATOR = "#"
 # Heartbeats that may wait for the store at once (see SessionKeeper.run).
@@ -45,12 +46,18 @@ def worker_of(session_id: str) -> str:
     return session_id.rsplit(SESSION_SEPARATOR, 1)[0]
 
 
+def incarnation_of(session_id: str) -> int:
+    """`w-1#3` -> 3; 0 for an id not made by `session_id_of`."""
+    _, _, number = session_id.rpartition(SESSION_SEPARATOR)
+    return int(number) if number.isdecimal() else 0
+
+
 class SessionKeeper:
     def __init__(self, ctx: WorkerContext, load: Callable[[], int]) -> None:
         self._ctx = ctx
         self._load = load  # connections held now, reported with each renew
         self._trusted_s = ctx.config.trusted_s
-        self._incarnations = itertools.count(1)
+        self._incarnation = 0  # of the last session id tried
         self.session_id = ""  # none until `open` succeeds
         self._deadline = float("-inf")
         # Resolved when the current session stops being trusted; a fresh one per session.
@@ -86,15 +93,22 @@ class SessionKeeper:
 
     async def open(self) -> None:
         """Open a new session, retrying while the store is unreachable (nothing can be taken
-        without one). Each incarnation has a new id: a dead session id is never reused."""
+        without one). Each incarnation has a new id: a dead session id is never reused.
+
+        Raises WorkerIdInUse if it finds a live session of this worker id that this keeper did
+        not open: at the first open, any live `<worker id>#<n>`; at every open, the id tried
+        (another process started under this id meanwhile and won the race for it)."""
         ctx = self._ctx
         if self.session_id:
             # The fenced session's connections are closed here already: end it, so that any
             # it still owns are orphans now rather than when it expires. Best effort.
             await self.end("fenced")
+        else:
+            self._skip_past(await self._until_answered(ctx.store.list_sessions))
         attempt = refused = 0
         while True:
-            session_id = session_id_of(ctx.worker_id, next(self._incarnations))
+            self._incarnation += 1
+            session_id = session_id_of(ctx.worker_id, self._incarnation)
             started = ctx.clock.monotonic()
             try:
                 await ctx.store.open_session(
@@ -104,8 +118,13 @@ class SessionKeeper:
                     ctx.clock.now_ms(),
                 )
             except InvalidCommand:
-                # The id was used (an open of ours whose answer was lost landed): take the
-                # next one. Anything else refused (an id the store cannot hold) never heals.
+                # The id was used: by a dead incarnation of this worker id (take the next one)
+                # or by another process under this id since the first look (live: refused).
+                # Never by an earlier try of ours: every try has a new id, and a store
+                # recognizes its own write whose answer was lost (the DynamoDB store's
+                # write_id). Anything else refused (an id the store cannot hold) never heals.
+                found = await self._until_answered(ctx.store.get_session, session_id)
+                self._refuse_if_live(found)
                 refused += 1
                 if refused > MAX_IDS_REFUSED:
                     raise
@@ -123,6 +142,38 @@ class SessionKeeper:
                 self._fenced = asyncio.get_running_loop().create_future()
             log.info("worker session %s opened", session_id, extra={"worker_id": ctx.worker_id})
             return
+
+    async def _until_answered(self, read: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """`read(*args)` from the store, retried with back-off while it is unreachable."""
+        attempt = 0
+        while True:
+            try:
+                return await read(*args)
+            except StoreUnavailable as exc:
+                attempt += 1
+                self._ctx.metrics.count(STORE_ERRORS)
+                log.warning("reading the worker sessions failed, retrying: %s", exc)
+                await self._ctx.clock.sleep(self._backoff.delay(attempt))
+
+    def _skip_past(self, sessions: Sequence[WorkerSession]) -> None:
+        """Start numbering after this worker id's sessions, refusing if one of them is live."""
+        for session in sessions:
+            if worker_of(session.session_id) == self._ctx.worker_id:
+                self._refuse_if_live(session)
+                self._incarnation = max(self._incarnation, incarnation_of(session.session_id))
+
+    def _refuse_if_live(self, session: WorkerSession | None) -> None:
+        now_ms = self._ctx.clock.now_ms()
+        if session is None or not session.is_live(now_ms):
+            return
+        worker_id = self._ctx.worker_id
+        raise WorkerIdInUse(
+            f"worker id {worker_id!r} is in use: its session {session.session_id!r} is live "
+            f"(its lease runs {max(0, session.expires_at_ms - now_ms) / 1000:.1f}s more), so "
+            "another worker runs under this id. Give each worker an id of its own, new at "
+            "every start (leave WSFLEET_WORKER_ID unset to get one); if that worker is gone, "
+            f"`wsfleet end-session --worker {worker_id}` ends its session now"
+        )
 
     async def run(self) -> None:
         """The heartbeat, forever (cancelled at shutdown). Fences the moment trust runs out,

@@ -150,8 +150,9 @@ _PROCESS = (
         "The worker's id, chosen by whoever starts it (`wsfleet fleet`, a systemd unit) so that "
         "it can end the worker's sessions the moment the process is gone "
         "(`wsfleet end-session --worker`). Must be new for every process start: a restarted "
-        "worker must never reuse its predecessor's id. Unset: `<ECS task id or host "
-        "name>-<8 random hex>`.",
+        "worker must never reuse its predecessor's id. A worker that finds a live session under "
+        "its id (another worker runs under it) refuses to start (exit 2). Unset: `<ECS task id "
+        "or host name>-<8 random hex>`.",
     ),
     _s(
         "WORKER_CLUSTER_ARN",

@@ -169,3 +169,29 @@ def busiest(owners: dict[str, str]) -> str:
     for name in owners.values():
         counts[name] = counts.get(name, 0) + 1
     return max(counts, key=lambda name: counts[name])
+
+
+async def test_a_second_worker_under_a_live_worker_id_is_refused_at_start(
+    fleet: tuple[Fleet, EventRouter, SqliteMessageSink],
+) -> None:
+    """GIVEN `WSFLEET_WORKER_ID=fixed-1 wsfleet worker` running, WHEN a second one starts on
+    the same data directory under the same id, THEN it exits 2 naming the id and the live
+    session, and the first keeps its session."""
+    the_fleet, _, _ = fleet
+    env = {**the_fleet.env, "WSFLEET_WORKER_ID": "fixed-1"}
+    first = await cli_process("first", ["worker"], the_fleet.tmp_path, env).start()
+    the_fleet.workers["first"] = first
+    await first.wait_for_line(r"worker session fixed-1#1 opened")
+
+    second = await cli_process("second", ["worker"], the_fleet.tmp_path, env).start()
+    the_fleet.workers["second"] = second
+
+    assert await second.exit_code(20) == 2, second.output()
+    assert "wsfleet worker: worker id 'fixed-1' is in use: its session 'fixed-1#1' is live" in (
+        second.output()
+    )
+    assert "Traceback" not in second.output()
+    assert first.running
+    (session,) = await the_fleet.store.list_sessions()
+    assert session.session_id == "fixed-1#1"
+    assert session.is_live(time.time_ns() // 1_000_000)

@@ -193,6 +193,27 @@ async def _at_least(seqs: Any, n: int) -> bool:
     return len(await seqs) >= n
 
 
+async def test_a_second_worker_under_a_live_worker_id_is_refused_at_start(
+    deployment: Deployment,
+) -> None:
+    """The same as on the embedded backend (tests/e2e/test_embedded_fleet.py), on DynamoDB:
+    the second worker under WSFLEET_WORKER_ID=fixed-1 exits 2, the first keeps streaming."""
+    first = deployment.worker("first", WSFLEET_WORKER_ID="fixed-1")
+    await first.start()
+    await first.wait_healthy()
+    second = deployment.worker("second", WSFLEET_WORKER_ID="fixed-1")
+    await second.start()
+
+    assert await second.wait(20) == 2, second.output()
+    assert "wsfleet worker: worker id 'fixed-1' is in use: its session 'fixed-1#1' is live" in (
+        second.output()
+    )
+    assert "Traceback" not in second.output()
+    _, status = await first.get("/status")
+    assert status["worker_id"] == "fixed-1"
+    assert (await first.get("/healthz"))[0] == 200
+
+
 async def test_worker_process_stores_messages_through_the_example_sink(
     deployment: Deployment, simulator: UpstreamSimulator, tmp_path: Path
 ) -> None:

@@ -3,9 +3,10 @@ mutation run of session_keeper.py found these unasserted)."""
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import attrs
 import pytest
@@ -15,10 +16,11 @@ from adapters.memory.clock import FakeClock
 from adapters.memory.metrics import InMemoryMetrics
 from adapters.memory.store import InMemoryConnectionStore
 from application.config import WorkerConfig
+from application.errors import WorkerIdInUse
 from application.ports.metrics import LEASES_LOST, RENEW_LATENCY_MS, SELF_FENCES, STORE_ERRORS
 from application.ports.store import SessionResult
 from application.worker.session_keeper import SessionKeeper, session_id_of
-from domain import InvalidCommand, RenewSession, SessionCommand, SessionEnded
+from domain import InvalidCommand, RenewSession, SessionCommand, SessionEnded, WorkerSession
 from tests.support.leases import worker_context
 
 TRUSTED_S = WorkerConfig().trusted_s
@@ -97,12 +99,17 @@ class Rig:
     keeper: SessionKeeper
 
 
-def rig(*, config: WorkerConfig | None = None, load: int = 0) -> Rig:
+def rig(
+    *,
+    config: WorkerConfig | None = None,
+    load: int = 0,
+    recorder: Callable[[InMemoryConnectionStore, FakeClock], Recorder] = Recorder,
+) -> Rig:
     clock, metrics = FakeClock(), InMemoryMetrics()
     ctx = worker_context(clock, metrics, config=config)
     inner = ctx.store
     assert isinstance(inner, InMemoryConnectionStore)
-    store = Recorder(inner, clock)
+    store = recorder(inner, clock)
     keeper = SessionKeeper(attrs.evolve(ctx, store=store), lambda: load)
     return Rig(clock, metrics, store, inner, keeper)
 
@@ -162,10 +169,30 @@ async def test_opening_says_which_session_opened_and_for_which_worker(
     assert r.keeper.last_renewed == 0.0
 
 
-async def test_opening_skips_a_session_id_already_used_up_to_three_times() -> None:
-    r = rig()
-    for incarnation in (1, 2, 3):  # e.g. opens of ours whose answers were lost
-        await r.inner.open_session(session_id_of("w1", incarnation), 4_000, 10, 0)
+class Rival(Recorder):
+    """Another process under the same worker id opens `ids` right after this keeper's first
+    look at the sessions (the race the look alone cannot close), `ago_ms` before now."""
+
+    def __init__(
+        self, inner: InMemoryConnectionStore, clock: FakeClock, ids: list[str], ago_ms: int = 0
+    ) -> None:
+        super().__init__(inner, clock)
+        self.ids, self.ago_ms = ids, ago_ms
+
+    async def list_sessions(self) -> Sequence[WorkerSession]:
+        listed = await super().list_sessions()
+        for session_id in self.ids:
+            at_ms = self._clock.now_ms() - self.ago_ms
+            await self._inner.open_session(session_id, 4_000, 10, at_ms)
+        return listed
+
+
+def rival(ids: list[str], ago_ms: int = 0) -> Callable[[InMemoryConnectionStore, FakeClock], Rival]:
+    return functools.partial(Rival, ids=ids, ago_ms=ago_ms)
+
+
+async def test_opening_skips_a_session_id_used_by_a_dead_session_up_to_three_times() -> None:
+    r = rig(recorder=rival([session_id_of("w1", n) for n in (1, 2, 3)], ago_ms=60_000))
 
     await r.keeper.open()
 
@@ -174,11 +201,51 @@ async def test_opening_skips_a_session_id_already_used_up_to_three_times() -> No
 
 
 async def test_opening_gives_up_on_a_fourth_refused_session_id() -> None:
-    r = rig()
-    for incarnation in (1, 2, 3, 4):
-        await r.inner.open_session(session_id_of("w1", incarnation), 4_000, 10, 0)
+    r = rig(recorder=rival([session_id_of("w1", n) for n in (1, 2, 3, 4)], ago_ms=60_000))
 
     with pytest.raises(InvalidCommand):
+        await r.keeper.open()
+    assert not r.keeper.session_id
+
+
+async def test_a_worker_id_with_a_live_session_is_refused_at_the_first_open() -> None:
+    """GIVEN another process streaming under worker id w1 (session w1#3 live), WHEN a keeper
+    of w1 opens, THEN it is refused by name, before it opens anything."""
+    r = rig()
+    now = r.clock.now_ms()
+    await r.inner.open_session("w1#3", 4_000, 10, now)
+    await r.inner.open_session("w10#1", 4_000, 10, now)  # another id with the same prefix
+
+    with pytest.raises(WorkerIdInUse) as refused:
+        await r.keeper.open()
+
+    message = str(refused.value)
+    assert "worker id 'w1' is in use: its session 'w1#3' is live (its lease runs 4.0s" in message
+    assert "wsfleet end-session --worker w1" in message
+    assert not r.keeper.session_id
+    assert r.store.times("OpenSession") == []
+
+
+async def test_dead_sessions_of_the_same_worker_id_are_numbered_past() -> None:
+    r = rig()
+    now = r.clock.now_ms()
+    for n in (1, 2):
+        await r.inner.open_session(session_id_of("w1", n), 4_000, 10, now - 60_000)  # expired
+    await r.inner.open_session("w1#5", 4_000, 10, now)
+    await r.inner.end_session("w1#5", "shutdown", now)
+
+    await r.keeper.open()
+
+    assert r.keeper.session_id == "w1#6"
+    assert r.store.times("OpenSession") == [0.0]  # no used id was tried
+
+
+async def test_a_rival_that_wins_the_race_for_the_id_is_refused() -> None:
+    """Two processes under one id start together: both find no live session; the one whose
+    open is refused finds the id live, and stops."""
+    r = rig(recorder=rival(["w1#1"]))
+
+    with pytest.raises(WorkerIdInUse, match="its session 'w1#1' is live"):
         await r.keeper.open()
     assert not r.keeper.session_id
 
