@@ -3,6 +3,7 @@ on one host) and, beside it, Prometheus for scraping at the health port's `/metr
 recording goes to both; neither knows of the other."""
 
 import platform
+from collections.abc import Callable
 from importlib import metadata
 
 from adapters.prometheus import PrometheusMetrics
@@ -26,6 +27,10 @@ class TeeMetrics:
     def timing(self, name: str, milliseconds: float) -> None:
         for target in self._targets:
             target.timing(name, milliseconds)
+
+    def track(self, name: str, total: Callable[[], float]) -> None:
+        for target in self._targets:
+            target.track(name, total)
 
     async def flush(self) -> None:
         for target in self._targets:

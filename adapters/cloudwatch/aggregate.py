@@ -2,11 +2,12 @@
 value -> count histograms. Recording is O(1) and memory is bounded whatever is recorded."""
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 
 from adapters.cloudwatch.schema import MAX_ABS_VALUE, MIN_ABS_VALUE
+from application.ports.metrics import RunningTotals
 
 
 @attrs.define
@@ -57,6 +58,7 @@ class MetricAggregator:
         self._counters: dict[str, float] = {}
         self._gauges: dict[str, float] = {}
         self._timings: dict[str, Timing] = {}
+        self._totals = RunningTotals()
         self.dropped = 0
 
     def count(self, name: str, value: float) -> None:
@@ -74,7 +76,12 @@ class MetricAggregator:
         if sane is not None and self._room(self._timings, name):
             self._timings.setdefault(name, Timing()).add(sane, self._max_distinct)
 
+    def track(self, name: str, total: Callable[[], float]) -> None:
+        self._totals.track(name, total)
+
     def drain(self) -> Snapshot:
+        for name, grown in self._totals.growth().items():
+            self.count(name, grown)
         snapshot = Snapshot(
             counters=self._counters, gauges=dict(self._gauges), timings=self._timings
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from adapters.cloudwatch.aggregate import MetricAggregator, Snapshot, Timing
@@ -85,6 +85,9 @@ class CloudWatchMetrics:
 
     def timing(self, name: str, milliseconds: float) -> None:
         self._aggregator.timing(name, milliseconds)
+
+    def track(self, name: str, total: Callable[[], float]) -> None:
+        self._aggregator.track(name, total)  # its growth is published at each flush
 
     async def flush(self) -> None:
         data = self._metric_data(self._aggregator.drain())

@@ -12,6 +12,7 @@ silences them.
 
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 from adapters.cloudwatch.aggregate import MetricAggregator, Timing
@@ -31,6 +32,9 @@ class JsonLogMetrics:
 
     def timing(self, name: str, milliseconds: float) -> None:
         self._aggregator.timing(name, milliseconds)
+
+    def track(self, name: str, total: Callable[[], float]) -> None:
+        self._aggregator.track(name, total)  # its growth is published at each flush
 
     async def flush(self) -> None:
         snapshot = self._aggregator.drain()

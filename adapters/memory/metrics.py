@@ -1,6 +1,9 @@
 """InMemoryMetrics: keeps what was recorded, for tests and the local status view."""
 
 from collections import defaultdict
+from collections.abc import Callable
+
+from application.ports.metrics import RunningTotals
 
 
 class InMemoryMetrics:
@@ -9,6 +12,7 @@ class InMemoryMetrics:
         self.gauges: dict[str, float] = {}
         self.timings: dict[str, list[float]] = defaultdict(list)
         self.flushes = 0
+        self._totals = RunningTotals()
 
     def count(self, name: str, value: float = 1.0) -> None:
         self.counters[name] += value
@@ -22,5 +26,11 @@ class InMemoryMetrics:
         if len(samples) > 10_000:  # bounded: keep the recent half
             del samples[: len(samples) // 2]
 
+    def track(self, name: str, total: Callable[[], float]) -> None:
+        self._totals.track(name, total)
+
     async def flush(self) -> None:
+        """Adds the tracked totals' growth to `counters`, as a publisher would publish it."""
+        for name, grown in self._totals.growth().items():
+            self.counters[name] += grown
         self.flushes += 1

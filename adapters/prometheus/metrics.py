@@ -7,19 +7,37 @@ not). Names derive from the catalogue's by one rule, `prometheus_name`:
 (`IngestLagMs` -> `wsfleet_ingest_lag_seconds`). Meanings are CloudWatch's; no labels are
 added per connection (one series per metric per worker; Prometheus adds `instance`).
 
+Counters are this adapter's own collector, so that a tracked running total
+(`Metrics.track`: MessagesReceived) is read at scrape time and the scrape is as current as the
+count. Beside the catalogue the registry has the client library's process (`process_*`: RSS,
+CPU, open files), Python GC and platform collectors: memory per connection is a documented
+limit. No `_created` series: they double the page and no query here uses them.
+
 The registry is this adapter's own, not the client library's global one: two workers in one
-process (tests) never share or clash. Recording is O(1) under the library's lock; `flush` has
-nothing to do (Prometheus pulls).
+process (tests) never share or clash. Recording is O(1); `flush` has nothing to do
+(Prometheus pulls).
 """
 
 import logging
 import math
 import re
+from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+import prometheus_client
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Gauge,
+    Histogram,
+    Info,
+)
 from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-from application.ports.metrics import CATALOGUE, Kind, MetricSpec
+from application.ports.metrics import CATALOGUE, Kind, MetricSpec, RunningTotals
 
 log = logging.getLogger(__name__)
 
@@ -46,20 +64,40 @@ def prometheus_name(spec: MetricSpec) -> str:
     return snake
 
 
+class _Counters(Collector):
+    """The catalogue's counters: what was counted plus the tracked running totals, read at
+    collection (a scrape), never written per event."""
+
+    def __init__(self, specs: list[MetricSpec]) -> None:
+        self.specs = {spec.name: spec for spec in specs}
+        self.values = dict.fromkeys(self.specs, 0.0)
+        self.totals = RunningTotals()
+
+    def collect(self) -> Iterator[Metric]:
+        for name, spec in self.specs.items():
+            value = self.values[name] + self.totals.now(name)
+            # The family's name without `_total`: the exposition appends it.
+            yield CounterMetricFamily(
+                prometheus_name(spec).removesuffix("_total"), spec.help, value=value
+            )
+
+
 class PrometheusMetrics:
     def __init__(self, build: dict[str, str]) -> None:
+        # The library's switch is process-wide; every registry of this process is ours.
+        prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
-        self._counters: dict[str, Counter] = {}
+        for collector in (PROCESS_COLLECTOR, GC_COLLECTOR, PLATFORM_COLLECTOR):
+            self.registry.register(collector)
+        self._counters = _Counters([s for s in CATALOGUE if s.kind is Kind.COUNTER])
+        self.registry.register(self._counters)
         self._gauges: dict[str, Gauge] = {}
         self._histograms: dict[str, Histogram] = {}
         for spec in CATALOGUE:
             name = prometheus_name(spec)
             if spec.kind is Kind.COUNTER:
-                # The library appends `_total` itself.
-                self._counters[spec.name] = Counter(
-                    name.removesuffix("_total"), spec.help, registry=self.registry
-                )
-            elif spec.kind is Kind.GAUGE:
+                continue
+            if spec.kind is Kind.GAUGE:
                 self._gauges[spec.name] = Gauge(name, spec.help, registry=self.registry)
             else:
                 self._histograms[spec.name] = Histogram(
@@ -74,11 +112,16 @@ class PrometheusMetrics:
         self.dropped = 0
 
     def count(self, name: str, value: float = 1.0) -> None:
-        counter = self._counters.get(name)
-        if counter is None or not math.isfinite(value) or value < 0:
+        if name not in self._counters.values or not math.isfinite(value) or value < 0:
             self._drop(name, value)
             return
-        counter.inc(value)
+        self._counters.values[name] += value
+
+    def track(self, name: str, total: Callable[[], float]) -> None:
+        if name not in self._counters.values:
+            self._drop(name, math.nan)
+            return
+        self._counters.totals.track(name, total)
 
     def gauge(self, name: str, value: float) -> None:
         gauge = self._gauges.get(name)

@@ -3,12 +3,21 @@
 Recording never blocks and never fails; `flush` publishes and must not raise (a failure to
 publish metrics must never affect the connections): adapters log and count it instead.
 
+A counter bumped per message would cost a metrics call per message; such a count is kept as a
+plain running total by its owner and handed over once with `track`: an adapter that publishes
+(CloudWatch, the JSON log) publishes its growth at each flush, one that is read (Prometheus)
+reads it at scrape time, so a scrape is as current as the count itself.
+
+The catalogue is documented in docs/metrics.md, generated from it (`python -m
+entrypoints.metrics_doc > docs/metrics.md`; a unit test keeps it current).
+
 Every metric the code records is named here, once, with its kind and meaning (`CATALOGUE`):
 CloudWatch publishes under these names, the Prometheus adapter derives its names from them,
 and infra/ alarms, the dashboards and the ECS scaling policy are checked against them.
 """
 
 import enum
+from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 # Metric names, one place (infra/ alarms and the ECS scaling policy refer to these).
@@ -63,11 +72,14 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec(LEASES_LOST, Kind.COUNTER, "Leases found held by another owner at renewal."),
     MetricSpec(LEASE_RELEASES, Kind.COUNTER, "Leases handed back (stop, handoff, end, error)."),
     MetricSpec(TAKEOVERS, Kind.COUNTER, "Acquisitions of a lease another worker let expire."),
-    MetricSpec(HANDOFF_LATENCY_MS, Kind.TIMING, "Graceful handoff latency (not recorded yet)."),
-    MetricSpec(RENEW_LATENCY_MS, Kind.TIMING, "Latency of one lease renewal call to the store."),
     MetricSpec(
-        MESSAGES_RECEIVED, Kind.COUNTER, "Messages received from upstreams (per metrics interval)."
+        HANDOFF_LATENCY_MS,
+        Kind.TIMING,
+        "At a graceful shutdown, from the stop request to a connection released and hinted to "
+        "the fleet (one per connection handed over).",
     ),
+    MetricSpec(RENEW_LATENCY_MS, Kind.TIMING, "Latency of one lease renewal call to the store."),
+    MetricSpec(MESSAGES_RECEIVED, Kind.COUNTER, "Messages received from upstreams."),
     MetricSpec(MESSAGES_INGESTED, Kind.COUNTER, "Messages durably stored in the sink."),
     MetricSpec(MESSAGES_REJECTED, Kind.COUNTER, "Upstream messages rejected as bad input."),
     MetricSpec(MESSAGES_SKIPPED, Kind.COUNTER, "Seqs an upstream skipped (lost upstream)."),
@@ -120,4 +132,35 @@ class Metrics(Protocol):
 
     def timing(self, name: str, milliseconds: float) -> None: ...
 
+    def track(self, name: str, total: Callable[[], float]) -> None:
+        """Counter `name` also grows with `total()`, a running total that never decreases,
+        cheap to read (read at flush or scrape time, on the event loop)."""
+        ...
+
     async def flush(self) -> None: ...
+
+
+class RunningTotals:
+    """The totals handed to `Metrics.track`, for the adapters to share: summed now (`now`,
+    for a scrape) or as growth since the last look (`growth`, for a publisher)."""
+
+    def __init__(self) -> None:
+        self._tracked: list[tuple[str, Callable[[], float]]] = []
+        self._last: list[float] = []
+
+    def track(self, name: str, total: Callable[[], float]) -> None:
+        self._tracked.append((name, total))
+        self._last.append(total())
+
+    def now(self, name: str) -> float:
+        return sum(total() for tracked, total in self._tracked if tracked == name)
+
+    def growth(self) -> dict[str, float]:
+        """Each name's growth since the previous call (names that did not grow left out)."""
+        grown: dict[str, float] = {}
+        for index, (name, total) in enumerate(self._tracked):
+            value = total()
+            delta, self._last[index] = value - self._last[index], value
+            if delta > 0:
+                grown[name] = grown.get(name, 0.0) + delta
+        return grown

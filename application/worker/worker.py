@@ -23,6 +23,7 @@ from application.ports import (
     NotificationQueue,
     UpstreamConnector,
 )
+from application.ports.metrics import HANDOFF_LATENCY_MS
 from application.url_policy import UrlPolicy
 from application.worker.context import WorkerContext
 from application.worker.ingest import IngestWriter
@@ -174,7 +175,7 @@ class Worker:
         # Most of the budget for draining and releasing, each connection hinted as soon as it
         # is released; the rest for the last hints and metrics.
         stopped = asyncio.Event()
-        hints = asyncio.create_task(self._hint_handed_over(stopped), name="shutdown-hints")
+        hints = asyncio.create_task(self._hint_handed_over(stopped, began), name="shutdown-hints")
         try:
             await self.sessions.stop_all(SessionEnd.SHUTDOWN, budget * 0.8)
             stopped.set()
@@ -197,11 +198,13 @@ class Worker:
             extra={"worker_id": ctx.worker_id},
         )
 
-    async def _hint_handed_over(self, stopped: asyncio.Event) -> None:
+    async def _hint_handed_over(self, stopped: asyncio.Event, began: float) -> None:
         """Hint the connections handed over at shutdown as they are released, each send
         carrying what was released since the last: the fleet does not wait for the slowest
         drain (the AWS fleet bench: the first of 9 was released 0.26 s before the last, and
-        its hint waited for it). Returns once `stopped` is set and everything is sent."""
+        its hint waited for it). Returns once `stopped` is set and everything is sent.
+        Records, per connection hinted, how long after the shutdown began (`began`,
+        monotonic) it was released and hinted: this worker's part of the handoff."""
         sent = 0
         changed = self.sessions.handed_over_changed
         while True:
@@ -213,6 +216,10 @@ class Worker:
                     await send_hints(self.ctx.queue, batch, {"worker_id": self.ctx.worker_id})
                 except ApplicationError as exc:
                     log.warning("handoff hints not sent (reconciliation will find them): %s", exc)
+                else:
+                    took_ms = (self.ctx.clock.monotonic() - began) * 1000
+                    for _ in batch:
+                        self.ctx.metrics.timing(HANDOFF_LATENCY_MS, took_ms)
                 continue
             if stopped.is_set():
                 return

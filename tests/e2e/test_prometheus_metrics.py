@@ -38,7 +38,8 @@ ENV = {
 # What the scenario moves. The rest are exported (checked below) but need what one worker on
 # one host cannot do here: a rival worker (AcquisitionConflicts, LeasesLost), a failing sink
 # (SinkErrors), a malformed hint, an upstream that skips seqs, an upstream message rejected
-# (MessagesRejected: issue 13), and HandoffLatencyMs, which no code records yet.
+# (MessagesRejected), and HandoffLatencyMs, recorded only during a graceful shutdown
+# (tests/unit/test_worker_metrics.py).
 MOVED = {
     names.ACTIVE_CONNECTIONS,
     names.LEASE_ACQUISITIONS,
@@ -56,11 +57,15 @@ MOVED = {
 }
 
 
-def scrape(port: int) -> dict[str, float]:
-    """Sample name (`_count` for histograms) -> value, plus the build info's labels."""
+def page(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        text = response.read().decode()
+        return str(response.read().decode())
+
+
+def scrape(port: int) -> dict[str, float]:
+    """Sample name (`_count` for histograms) -> value, plus the build info's labels."""
+    text = page(port)
     samples: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -141,3 +146,36 @@ async def test_a_streaming_workers_metrics_are_scraped_and_each_one_moves(
         assert first[series(names.ACTIVE_CONNECTIONS)] == 2
     finally:
         await worker.kill()
+
+
+async def test_a_scrape_is_current_and_shows_the_process_without_created_series(
+    tmp_path: Path, simulator: UpstreamSimulator
+) -> None:
+    """GIVEN a worker whose metrics loop publishes once a minute, WHEN it streams, THEN each
+    scrape's received count is already at least the stored count (it is read at scrape time,
+    not published every interval), and the page has process_* and GC series but no _created."""
+    port = free_port()
+    env = {**ENV, "WSFLEET_METRICS_INTERVAL_S": "60"}
+    worker = await cli_process(
+        "worker", ["worker", "--name", "w1", "--health-port", str(port)], tmp_path, env
+    ).start()
+    try:
+        await worker.wait_for_line(r"worker starting")
+        url = f"ws://{simulator.host}:{simulator.port}/stream/a"
+        started = await asyncio.to_thread(run_cli, ["start", "a", url], tmp_path, env)
+        assert started.returncode == 0, started.stderr
+        ingested = series(names.MESSAGES_INGESTED)
+        received = series(names.MESSAGES_RECEIVED)
+        await until(lambda: scrape(port).get(ingested, 0) > 0, "ingest")
+        first = await asyncio.to_thread(scrape, port)
+        await until(lambda: scrape(port)[ingested] > first[received], "more stored")
+        second = await asyncio.to_thread(scrape, port)
+        text = await asyncio.to_thread(page, port)
+    finally:
+        await worker.kill()
+    for sample in (first, second):
+        assert sample[received] >= sample[ingested] > 0, sample
+    assert second[received] > first[received]
+    assert "\nprocess_resident_memory_bytes " in text
+    assert "\npython_gc_objects_collected_total{" in text
+    assert "_created" not in text

@@ -13,7 +13,7 @@ from application.ports.metrics import CATALOGUE, HANDOFF_LATENCY_MS
 
 DASHBOARD = Path(__file__).parents[2] / "docs" / "grafana-dashboard.json"
 SERIES = re.compile(r"\bwsfleet_[a-z0-9_]+\b")
-# Declared but recorded by no code yet: a panel would be empty.
+# Recorded only during a graceful shutdown (the worker then exits): a panel would be empty.
 NOT_ON_THE_DASHBOARD = {HANDOFF_LATENCY_MS}
 
 

@@ -11,6 +11,7 @@ from application.ports.metrics import (
     CATALOGUE,
     INGEST_LAG_MS,
     LEASE_ACQUISITIONS,
+    MESSAGES_RECEIVED,
     Kind,
     MetricSpec,
 )
@@ -88,3 +89,26 @@ async def test_the_tee_records_to_each_target() -> None:
         assert target.gauges[ACTIVE_CONNECTIONS] == 3
         assert target.timings[INGEST_LAG_MS] == [5]
         assert target.flushes == 1
+
+
+def test_a_tracked_running_total_is_read_at_scrape_time() -> None:
+    metrics = PrometheusMetrics({})
+    received = [0]
+    metrics.track(MESSAGES_RECEIVED, lambda: received[0])
+    metrics.count(MESSAGES_RECEIVED, 2)  # a count still adds to it
+    received[0] = 40
+    assert samples(metrics)["wsfleet_messages_received_total"] == 42
+    received[0] = 41
+    assert samples(metrics)["wsfleet_messages_received_total"] == 43  # no flush in between
+
+
+def test_the_process_and_gc_collectors_are_on_and_no_created_series_pad_the_page() -> None:
+    metrics = PrometheusMetrics({})
+    metrics.count(LEASE_ACQUISITIONS)
+    metrics.timing(INGEST_LAG_MS, 40)
+    _, body = metrics.scrape()
+    exported = samples(metrics)
+    assert exported["process_resident_memory_bytes"] > 0
+    assert "process_cpu_seconds_total" in exported
+    assert any(name.startswith("python_gc_objects_collected_total") for name in exported)
+    assert b"_created" not in body

@@ -5,6 +5,7 @@ the sink recovers the gauge falls back to 0. A fleet on the in-memory adapters, 
 import attrs
 
 from application.ports.metrics import (
+    HANDOFF_LATENCY_MS,
     HOLDING_WITHOUT_STORING_S,
     INGEST_LAG_MS,
     LEASE_RELEASES,
@@ -52,3 +53,29 @@ async def test_a_stop_counts_a_release(fleet: Fleet) -> None:
     await fleet.clock.run_until(lambda: fleet.owner_of("a") is None, 30)
     await fleet.clock.advance(1)
     assert member.metrics.counters[LEASE_RELEASES] == 1
+
+
+async def test_a_graceful_shutdown_records_each_connections_handoff_latency(fleet: Fleet) -> None:
+    """One HandoffLatencyMs per connection handed over: from the stop request to its release
+    hinted to the fleet, within the shutdown's duration."""
+    member = fleet.add_worker("w1", CONFIG)
+    for cid in ("a", "b"):
+        await fleet.start_streamed_by("w1", cid)
+
+    took_s = await fleet.shutdown("w1")
+
+    latencies = member.metrics.timings[HANDOFF_LATENCY_MS]
+    assert len(latencies) == 2
+    assert all(0 <= ms <= took_s * 1000 for ms in latencies), (latencies, took_s)
+
+
+async def test_messages_received_is_a_running_total_published_at_each_flush(fleet: Fleet) -> None:
+    """The received count is read where it is published (no metrics call per message): after
+    a flush, the counter holds exactly what the sessions received."""
+    member = fleet.add_worker("w1", CONFIG)
+    await fleet.start_streamed_by("w1", "a")
+    await fleet.clock.advance(12)
+
+    await member.metrics.flush()
+
+    assert member.metrics.counters[MESSAGES_RECEIVED] == member.worker.ingest.received > 0
