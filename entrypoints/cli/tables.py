@@ -3,7 +3,7 @@ text when the output is not a terminal). URLs are shown redacted, as the API sho
 
 import datetime
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -74,25 +74,35 @@ def status_table(connections: Sequence[Connection], now_ms: int, sessions: Sessi
     return table
 
 
-def sessions_table(sessions: Sequence[WorkerSession], now_ms: int) -> Table:
+def sessions_table(
+    sessions: Sequence[WorkerSession], now_ms: int, owned: Mapping[str, int]
+) -> Table:
+    """`owned`: session id -> connections it owns now (the session's own `held` is what it
+    reported at its last renew, stale once it has released them)."""
     table = Table(show_edge=False, pad_edge=False)
     for name, justify in (
         ("worker session", "left"),
         ("status", "left"),
         ("expires", "right"),
-        ("held", "right"),
+        ("owns", "right"),
         ("capacity", "right"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for session in sessions:
         status = session.status(now_ms).value.lower()
+        left_s = (session.expires_at_ms - now_ms) / 1000
         if session.ended_reason is not None:
             status += f" ({session.ended_reason})"
+            expires = "-"
+        elif left_s < 0:
+            expires = f"{-left_s:.1f}s ago"
+        else:
+            expires = f"in {left_s:.1f}s"
         table.add_row(
             session.session_id,
             status,
-            f"{(session.expires_at_ms - now_ms) / 1000:.1f}s",
-            str(session.held),
+            expires,
+            str(owned.get(session.session_id, 0)),
             str(session.capacity),
         )
     return table
@@ -108,13 +118,20 @@ def print_status(
 ) -> None:
     lookup = {s.session_id: s for s in sessions}
     if sessions:
-        console.print(sessions_table(sessions, now_ms))
+        console.print(sessions_table(sessions, now_ms, Counter(c.owner for c in connections)))
         live = sum(s.is_live(now_ms) for s in sessions)
         console.print(f"{len(sessions)} worker sessions: {live} live")
     if not connections:
         console.print("no connections")
         return
     console.print(status_table(connections, now_ms, lookup))
+    # The store's checkpoint is written rarely by design (WSFLEET_CHECKPOINT_INTERVAL_S):
+    # without this line a low number reads as "nothing stored".
+    console.print(
+        "checkpoint: the last seq recorded in the store, at every release and every "
+        "WSFLEET_CHECKPOINT_INTERVAL_S while streaming; the messages store holds more "
+        "(`wsfleet messages <connection>`)"
+    )
     started = sum(c.desired_state is DesiredState.STARTED for c in connections)
     held = Counter(
         c.owner for c in connections if c.lease_status(now_ms, lookup) is LeaseStatus.HELD
