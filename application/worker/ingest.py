@@ -147,8 +147,8 @@ class IngestWriter:
     def __init__(self, ctx: WorkerContext) -> None:
         self._ctx = ctx
         self.lanes = [IngestLane(ctx, self) for _ in range(ctx.config.ingest_writers)]
-        # Since start, for the metrics loop: it publishes the received count's growth and
-        # watches the stored count move (plain sums: no metrics call per message).
+        # Since start, plain sums (no metrics call per message): the received count is read
+        # where metrics are published, the stored count watched by the metrics loop.
         self.received = 0
         self.stored = 0
 

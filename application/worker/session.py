@@ -208,7 +208,7 @@ class ConnectionSession:
                     self.upstream_open = True
                     try:
                         async for message in stream.messages():
-                            # A plain sum, published by the metrics loop: a metrics call
+                            # A plain sum, read where metrics are published: a metrics call
                             # per message costs microseconds at thousands of messages a second.
                             writer.received += 1
                             await self._admitted(self._admission.receive(message))
