@@ -32,7 +32,7 @@ from bench.fleet_scenario import judge
 from bench.stats import summary
 from bench.timings import BENCH_CONFIG, worker_env
 from entrypoints.devstack import records
-from entrypoints.devstack.process import Process
+from entrypoints.devstack.process import Process, alive
 from entrypoints.devstack.records import wall_ms
 from entrypoints.devstack.service import child_env
 from entrypoints.devstack.simulator import SimulatorProcess
@@ -88,7 +88,7 @@ class DeathsRun:
         deadline = asyncio.get_running_loop().time() + 3 * WAIT_S
         while asyncio.get_running_loop().time() < deadline:
             await self.refresh()
-            running = sum(1 for pid in (await self.children()).values() if _alive(pid))
+            running = sum(1 for pid in (await self.children()).values() if alive(pid))
             # Every child ever started has finished starting (its start-up costs a second of
             # CPU that a takeover measured meanwhile would share).
             started = len(await self.children())
@@ -188,11 +188,11 @@ async def run_deaths(
             await asyncio.sleep(1.0)
             held = await run.owners()
             children = await run.children()
-            alive = {w: pid for w, pid in children.items() if _alive(pid)}
-            victim = max(alive, key=lambda w: len(held.get(w, [])))
+            living = {w: pid for w, pid in children.items() if alive(pid)}
+            victim = max(living, key=lambda w: len(held.get(w, [])))
             moved = held.get(victim, [])
             at = wall_ms()
-            os.kill(alive[victim], signal.SIGKILL)
+            os.kill(living[victim], signal.SIGKILL)
             found, missing = await run.wait_each(moved, run.connected_since(at))
             timeouts["kill"] += missing
             seen = await run.exited_at(victim)
@@ -262,15 +262,3 @@ async def run_deaths(
 
 def _epoch_ms(ts: str) -> int:
     return int(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False

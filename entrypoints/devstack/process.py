@@ -208,6 +208,19 @@ class Process:
         return [self.stdout] if self.stderr is None else [self.stdout, self.stderr]
 
 
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs: a zombie (exited, not yet reaped by its parent) is dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(errors="replace")

@@ -20,7 +20,7 @@ from application.router import EventRouter
 from application.worker.session_keeper import worker_of
 from domain import NO_OWNER, DesiredState, LeaseStatus
 from entrypoints.containers import provide, shutdown
-from entrypoints.devstack.process import Process
+from entrypoints.devstack.process import Process, alive
 from entrypoints.embedded import EmbeddedContainer, messages_path
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
@@ -117,8 +117,8 @@ async def test_a_killed_child_is_reaped_its_connections_move_at_once_and_it_rest
 
         async def settled() -> dict[str, str] | None:
             held = await owners(store)
-            alive = {w for w, pid in (await children(supervisor)).items() if _alive(pid)}
-            ok = all(held.get(c) in alive and sim.subscribers(c) == 1 for c in CONNECTIONS)
+            living = {w for w, pid in (await children(supervisor)).items() if alive(pid)}
+            ok = all(held.get(c) in living and sim.subscribers(c) == 1 for c in CONNECTIONS)
             return held if ok else None
 
         held = await until(settled, "each connection has one live owner and one subscriber")
@@ -163,7 +163,7 @@ async def test_a_killed_child_is_reaped_its_connections_move_at_once_and_it_rest
         pids = list((await children(supervisor)).values())
         supervisor.signal(signal.SIGTERM)
         assert await supervisor.wait(20) == 0
-        assert not [pid for pid in pids if _alive(pid)]  # no orphan left behind
+        assert not [pid for pid in pids if alive(pid)]  # no orphan left behind
     finally:
         await supervisor.kill()
 
@@ -171,16 +171,3 @@ async def test_a_killed_child_is_reaped_its_connections_move_at_once_and_it_rest
 async def _new_child(supervisor: Process, before: dict[str, int]) -> str | None:
     new = [w for w in await children(supervisor) if w not in before]
     return new[0] if new else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead too (not yet reaped by its parent).
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
