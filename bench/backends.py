@@ -12,10 +12,6 @@ import shutil
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
-
-from aiobotocore.config import AioConfig
-from aiobotocore.session import get_session
 
 from entrypoints.devstack.aws import open_local_aws
 from entrypoints.devstack.backends import LocalDeployment, open_aws, open_embedded
@@ -54,17 +50,3 @@ async def open_aws_backend(log_dir: Path, name: str = "local-aws") -> AsyncItera
                 settings=HARNESS,
             )
         )
-
-
-@asynccontextmanager
-async def aws_client(service: str, endpoint: str, pool: int = 50) -> AsyncIterator[Any]:
-    config = AioConfig(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=pool)
-    async with get_session().create_client(
-        service,
-        region_name=REGION,
-        endpoint_url=endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=config,
-    ) as client:
-        yield client

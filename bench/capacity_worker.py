@@ -36,11 +36,11 @@ from adapters.websocket import WebSocketConnector, WebSocketOptions
 from application.ports import ConnectionStore, MessageSink
 from application.router import EventRouter
 from application.worker.worker import Worker
-from bench.backends import aws_client
 from bench.limits import LoopLag, open_files, raise_open_files, self_rss_kib
 from bench.procs import cpu_seconds
 from bench.sinks import TARGET_MS, DiscardSink, TimingSink
 from entrypoints.containers import CoreContainer
+from entrypoints.devstack.aws import client as aws_client
 from entrypoints.settings import load_settings
 from entrypoints.settings.load import DYNAMODB_SINK_WRITERS
 from entrypoints.worker.gc_tuning import tune_gc

@@ -26,11 +26,12 @@ from adapters.sqs.queue import SqsNotificationQueue
 from adapters.websocket import WebSocketConnector
 from application.config import WorkerConfig
 from application.worker.worker import Worker
-from bench.backends import HINT_VISIBILITY_S, Backend, aws_client, open_aws_backend
+from bench.backends import HINT_VISIBILITY_S, Backend, open_aws_backend
 from bench.units import Meter, MeteringClient
 from bench.upstream import SimulatorProcess, simulator
 from entrypoints.containers import CoreContainer
 from entrypoints.devstack import records
+from entrypoints.devstack.aws import client as aws_client
 from entrypoints.devstack.workers import worker_timings
 from entrypoints.settings import load_settings
 

@@ -22,8 +22,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from aiobotocore.session import get_session
-
 from adapters.dynamodb import schema
 from adapters.dynamodb.items import message_to_item
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
@@ -32,7 +30,7 @@ from adapters.kinesis import KinesisMessageSink
 from adapters.sqlite.message_sink import SqliteMessageSink
 from application.ports.sink import StoredMessage
 from bench.store_cost import local_dynamodb
-from entrypoints.devstack.service import CREDENTIALS
+from entrypoints.devstack.aws import client as aws_client
 
 CONNECTIONS = 50
 BATCH = 25
@@ -118,13 +116,7 @@ async def run_sink_bench(log_dir: Path, count: int = 10_000, rounds: int = 3) ->
     results: dict[str, list[dict[str, float]]] = {}
     async with (
         local_dynamodb(log_dir, "sink-aws") as (client, engine, aws),
-        get_session().create_client(
-            "kinesis",
-            region_name=aws.region,
-            endpoint_url=aws.moto_url,
-            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        ) as kinesis,
+        aws_client("kinesis", aws.moto_url, region=aws.region) as kinesis,
     ):
         requests = [0]
 

@@ -20,9 +20,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from aiobotocore.config import AioConfig
-from aiobotocore.session import get_session
-
 from adapters.dynamodb import schema
 from adapters.dynamodb.connection_store import DynamoDbConnectionStore
 from adapters.dynamodb.items import connection_to_item
@@ -32,7 +29,7 @@ from application.config import WorkerConfig
 from bench.units import Meter, MeteringClient
 from domain import Connection, DesiredState
 from entrypoints.devstack.aws import LocalAws, open_local_aws
-from entrypoints.devstack.service import CREDENTIALS, REGION
+from entrypoints.devstack.aws import client as aws_client
 
 STEADY_COUNTS = (10, 100, 10_000)
 
@@ -43,16 +40,7 @@ async def local_dynamodb(log_dir: Path, name: str) -> AsyncIterator[tuple[Any, s
     description of its engine, and the stack (moto beside it). Logs under log_dir / name."""
     async with AsyncExitStack() as stack:
         aws = await stack.enter_async_context(open_local_aws(log_dir / name))
-        client = await stack.enter_async_context(
-            get_session().create_client(
-                "dynamodb",
-                region_name=REGION,
-                endpoint_url=aws.dynamodb_url,
-                aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-                config=AioConfig(retries={"mode": "standard"}, max_pool_connections=50),
-            )
-        )
+        client = await stack.enter_async_context(aws_client("dynamodb", aws.dynamodb_url))
         await create_tables(client)
         yield client, aws.describe(), aws
 

@@ -16,8 +16,11 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import attrs
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
 
 from entrypoints.devstack import dynamodb_local
 from entrypoints.devstack.service import CREDENTIALS, REGION, Service, ServiceError, child_env
@@ -60,6 +63,24 @@ class LocalAws:
             f"DynamoDB, SQS and CloudWatch on moto at {self.moto_url}, NOT DynamoDB Local "
             f"({self.fallback}): DynamoDB requests are served one at a time"
         )
+
+
+@asynccontextmanager
+async def client(
+    service: str, endpoint: str, *, region: str = REGION, pool: int = 50
+) -> AsyncIterator[Any]:
+    """An aiobotocore client of the local AWS (its fake credentials, three attempts), for the
+    benchmarks and the tests that set up or read a deployment outside the containers."""
+    config = AioConfig(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=pool)
+    async with get_session().create_client(
+        service,
+        region_name=region,
+        endpoint_url=endpoint,
+        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        config=config,
+    ) as made:
+        yield made
 
 
 def set_fake_credentials() -> None:

@@ -6,8 +6,6 @@ import asyncio
 import json
 from pathlib import Path
 
-from aiobotocore.session import get_session
-
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.dynamodb.schema import DEFAULT_MESSAGES_TABLE
 from adapters.kinesis import KinesisMessageSink
@@ -15,6 +13,7 @@ from adapters.sqlite.message_sink import SqliteMessageSink
 from application.ports import StoredMessage
 from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.devstack.aws import LocalAws
+from entrypoints.devstack.aws import client as aws_client
 from entrypoints.settings import load_settings
 from tests.e2e.cli_process import run_cli
 from tests.support.deployment import create_deployment_sync
@@ -84,9 +83,7 @@ def test_messages_reads_the_dynamodb_sink_one_copy_per_seq_the_newest_owners(
     assert run_cli(["start", "feed", URL, *flags, *queue], tmp_path, PRIVATE).returncode == 0
 
     async def store() -> None:
-        async with get_session().create_client(
-            "dynamodb", region_name=aws.region, endpoint_url=aws.dynamodb_url
-        ) as client:
+        async with aws_client("dynamodb", aws.dynamodb_url, region=aws.region) as client:
             await DynamoDbMessageSink(client, DEFAULT_MESSAGES_TABLE).write(stream(1, range(1, 5)))
             # A new owner re-received 3 and 4 (the same data) and went on: two copies of each.
             await DynamoDbMessageSink(client, DEFAULT_MESSAGES_TABLE).write(stream(2, range(3, 7)))

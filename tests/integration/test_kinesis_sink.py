@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
 import pytest
-from aiobotocore.session import get_session
 
 from adapters.kinesis import KinesisMessageReader, KinesisMessageSink
 from application.errors import SinkRefused, SinkUnavailable
 from application.ports import StoredMessage
 from entrypoints.devstack.aws import LocalAws
+from entrypoints.devstack.aws import client as aws_client
 from tests.support.dynamodb import FaultyClient, client_error, raising
 
 STREAM = "test-messages"
@@ -20,13 +20,7 @@ STREAM = "test-messages"
 
 @pytest.fixture
 async def client(aws: LocalAws) -> AsyncIterator[Any]:
-    async with get_session().create_client(
-        "kinesis",
-        region_name=aws.region,
-        endpoint_url=aws.moto_url,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    ) as client:
+    async with aws_client("kinesis", aws.moto_url, region=aws.region) as client:
         await client.create_stream(StreamName=STREAM, ShardCount=2)
         yield client
         await client.delete_stream(StreamName=STREAM, EnforceConsumerDeletion=True)

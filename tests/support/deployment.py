@@ -3,24 +3,19 @@ queue (moto) created with the adapters' own helpers, and the WSFLEET_* environme
 a process at them."""
 
 import asyncio
-from typing import Any
-
-from aiobotocore.session import get_session
 
 from adapters.dynamodb.schema import TableNames
 from adapters.dynamodb.tables import create_tables
 from adapters.sqs import create_queue
-from entrypoints.devstack.aws import LocalAws
+from entrypoints.devstack.aws import LocalAws, client
 
 QUEUE_NAME = "wsfleet-hints"
 
 
 async def create_deployment(aws: LocalAws) -> dict[str, str]:
-    session = get_session()
-    where: dict[str, Any] = {"region_name": aws.region}
-    async with session.create_client("dynamodb", endpoint_url=aws.dynamodb_url, **where) as db:
+    async with client("dynamodb", aws.dynamodb_url, region=aws.region) as db:
         await create_tables(db, TableNames())
-    async with session.create_client("sqs", endpoint_url=aws.moto_url, **where) as sqs:
+    async with client("sqs", aws.moto_url, region=aws.region) as sqs:
         queue_url = await create_queue(sqs, QUEUE_NAME, visibility_timeout_s=30)
     return {**aws.env(), "WSFLEET_QUEUE_URL": queue_url}
 
