@@ -124,16 +124,7 @@ class DeathsRun:
         self, ids: list[str], when: Callable[[str], int | None]
     ) -> tuple[dict[str, int], int]:
         """The time `when` gives for each id (polled); and how many never came."""
-        found: dict[str, int] = {}
-        deadline = asyncio.get_running_loop().time() + WAIT_S
-        while len(found) < len(ids) and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
-            await self.refresh()
-            for cid in ids:
-                at = when(cid)
-                if cid not in found and at is not None:
-                    found[cid] = at
-        return found, len(ids) - len(found)
+        return await records.poll_each(self.refresh, ids, when, WAIT_S)
 
 
 async def run_deaths(

@@ -65,19 +65,11 @@ class FleetRun:
         self, ids: list[str], when: Callable[[str], int | None], kind: str, since_ms: dict[str, int]
     ) -> None:
         """Poll the records until `when(cid)` gives a time for every id; record the latencies."""
-        pending = set(ids)
-        deadline = asyncio.get_running_loop().time() + WAIT_S
-        while pending and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.1)
-            await self.refresh()
-            for cid in list(pending):
-                at = when(cid)
-                if at is not None:
-                    self.samples[kind].append((at - since_ms[cid]) / 1000)
-                    pending.discard(cid)
-        self.timeouts[kind] += len(pending)
-        if pending:
-            log.warning("%s: %d connections not healed in %ss", kind, len(pending), WAIT_S)
+        found, missing = await records.poll_each(self.refresh, ids, when, WAIT_S, 0.1)
+        self.samples[kind] += [(at - since_ms[cid]) / 1000 for cid, at in found.items()]
+        self.timeouts[kind] += missing
+        if missing:
+            log.warning("%s: %d connections not healed in %ss", kind, missing, WAIT_S)
 
     def _connected_since(self, since: dict[str, int]) -> Callable[[str], int | None]:
         return lambda cid: records.first_connect_since(self.streams.get(cid), since[cid])

@@ -2,8 +2,9 @@
 stream, on its wall clock (epoch ms), and what it sent. Latencies are differences between a
 fault's time in the runner and these timestamps: the same host, the same clock."""
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 Record = Mapping[str, Any]
@@ -78,3 +79,25 @@ def redelivered(record: Record) -> int:
             union += last - max(first, reach + 1) + 1
             reach = last
     return sent - union
+
+
+async def poll_each(
+    refresh: Callable[[], Awaitable[object]],
+    ids: Sequence[str],
+    when: Callable[[str], int | None],
+    wait_s: float,
+    interval_s: float = 0.05,
+) -> tuple[dict[str, int], int]:
+    """Refresh every `interval_s` until `when(id)` gives a time for each id, or `wait_s`
+    passed: the times found, and how many ids never came."""
+    found: dict[str, int] = {}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while len(found) < len(ids) and loop.time() < deadline:
+        await asyncio.sleep(interval_s)
+        await refresh()
+        for cid in ids:
+            at = when(cid)
+            if cid not in found and at is not None:
+                found[cid] = at
+    return found, len(ids) - len(found)
