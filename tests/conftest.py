@@ -1,5 +1,5 @@
 """Fixtures shared by every tier. AWS tests use the dev stack's local AWS (DynamoDB Local and a
-moto server); nothing leaves 127.0.0.1."""
+moto server), PostgreSQL tests its throwaway PostgreSQL; nothing leaves 127.0.0.1."""
 
 import os
 from typing import Any
@@ -8,11 +8,12 @@ import pytest
 
 from tests.chaos import summary as chaos_summary
 from tests.support.aws import aws, aws_session, summary_lines
+from tests.support.postgres import postgres_server, postgres_url
 
 # Every test runs with asyncio debug mode: slow callbacks and unawaited coroutines show up.
 os.environ.setdefault("PYTHONASYNCIODEBUG", "1")
 
-__all__ = ["aws", "aws_session"]
+__all__ = ["aws", "aws_session", "postgres_server", "postgres_url"]
 
 # Under pytest-xdist (`make test` runs every tier on two workers) each worker starts its own
 # local AWS; the lines that say which engine served it, and the totals of the chaos runs it

@@ -7,6 +7,7 @@ fixture as well as from event loops (which call these through `asyncio.to_thread
 
 import contextlib
 import os
+import pwd
 import re
 import signal
 import socket
@@ -15,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -25,6 +27,17 @@ DIE_WITH_PARENT = (
     "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
     "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
     "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+# The same, first becoming another user (its primary group, no other): the interpreter is
+# started as the caller (it may live where that user cannot read), and the kernel clears the
+# parent-death request on a change of user, so the request is made after the change.
+AS_USER_THEN_DIE_WITH_PARENT = (
+    "import ctypes, os, pwd, signal, sys\n"
+    "user = pwd.getpwnam(sys.argv[2])\n"
+    "os.setgroups([]); os.setgid(user.pw_gid); os.setuid(user.pw_uid)\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+    "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
+    "os.execvp(sys.argv[3], sys.argv[3:])\n"
 )
 _POLL_S = 0.05
 
@@ -79,16 +92,33 @@ class Service:
     name: str
     process: "subprocess.Popen[bytes]"
     log_path: Path
+    # What `stop` sends first (PostgreSQL's fast shutdown is SIGINT; SIGTERM waits for clients).
+    stop_signal: signal.Signals = signal.SIGTERM
 
     @classmethod
     def start(
-        cls, name: str, argv: Sequence[str], log_dir: Path, env: Mapping[str, str] | None = None
+        cls,
+        name: str,
+        argv: Sequence[str],
+        log_dir: Path,
+        env: Mapping[str, str] | None = None,
+        *,
+        user: str | None = None,
+        stop_signal: signal.Signals = signal.SIGTERM,
     ) -> "Service":
+        """`user`: run as that account (with its primary group and no other), for a server
+        that refuses to run as root (the caller must be allowed to change user)."""
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"{name}.log"
         command = list(argv)
-        if sys.platform == "linux":
+        as_user: dict[str, Any] = {}
+        if sys.platform == "linux" and user is not None:
+            wrapper = [sys.executable, "-c", AS_USER_THEN_DIE_WITH_PARENT, str(os.getpid()), user]
+            command = [*wrapper, *command]
+        elif sys.platform == "linux":
             command = [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), *command]
+        elif user is not None:
+            as_user = {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
         with log_path.open("wb") as log:  # the child keeps its own descriptor
             process = subprocess.Popen(
                 command,
@@ -97,8 +127,9 @@ class Service:
                 stderr=subprocess.STDOUT,
                 env=None if env is None else dict(env),
                 start_new_session=True,
+                **as_user,
             )
-        return cls(name, process, log_path)
+        return cls(name, process, log_path, stop_signal)
 
     @property
     def running(self) -> bool:
@@ -137,7 +168,7 @@ class Service:
     def stop(self, grace_s: float = 5.0) -> None:
         """SIGTERM, then SIGKILL after `grace_s`; always reaps the process."""
         if self.running:
-            self._signal(signal.SIGTERM)
+            self._signal(self.stop_signal)
             try:
                 self.process.wait(grace_s)
             except subprocess.TimeoutExpired:

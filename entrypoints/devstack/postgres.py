@@ -1,0 +1,229 @@
+"""A throwaway PostgreSQL server on 127.0.0.1, for the tests, the demo and the benchmarks.
+
+`initdb` makes a cluster in a temporary directory of its own, then `postgres` serves it on a
+free port, as a child process that ends with the caller (service.py); the directory is removed
+when it stops. Never a server that happens to be running on the machine: the binaries are the
+ones the project installs itself, the PyPI wheel `pgserver` of the test extra (PostgreSQL 16,
+its binaries only: its own start-up code is not used), or a directory named by
+DEVSTACK_POSTGRES_BIN (Debian's `/usr/lib/postgresql/<major>/bin`, for instance).
+
+PostgreSQL refuses to run as root. As root the cluster belongs to DEVSTACK_POSTGRES_USER
+(`nobody` by default), whose identity the server takes before it starts; nobody is created.
+
+The server is tuned for a throwaway: no fsync, no synchronous commit, no full-page writes. A
+crash of the machine may lose or corrupt it, which a test's database may afford; a clean stop
+or `restart` loses nothing. Only password (SCRAM) logins over TCP: no Unix socket is made.
+"""
+
+import asyncio
+import contextlib
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from importlib import util as importlib_util
+from pathlib import Path
+
+import asyncpg
+import attrs
+
+from entrypoints.devstack.service import Service, ServiceError, free_port
+
+BIN_VARIABLE = "DEVSTACK_POSTGRES_BIN"
+USER_VARIABLE = "DEVSTACK_POSTGRES_USER"
+DEFAULT_USER = "nobody"
+SUPERUSER = "postgres"
+START_TIMEOUT_S = 60.0
+READY_LINE = r"database system is ready to accept connections"
+SETTINGS = {
+    "listen_addresses": "127.0.0.1",
+    "unix_socket_directories": "",
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    # Each test's pool holds a few connections; two test sessions (xdist) each run a server.
+    "max_connections": "200",
+    "shared_buffers": "32MB",
+}
+
+
+@attrs.frozen
+class LocalPostgres:
+    host: str
+    port: int
+    password: str = attrs.field(repr=False)
+    data_dir: Path
+    bin_dir: Path
+    version: str
+    user: str = SUPERUSER
+
+    def url(self, database: str = "postgres") -> str:
+        """A libpq URI for `database` with the superuser's password in it (a secret: pass it
+        to a client, never to a log)."""
+        return f"postgresql://{self.user}:{self.password}@{self.host}:{self.port}/{database}"
+
+    def describe(self) -> str:
+        return f"PostgreSQL {self.version} at {self.host}:{self.port} ({self.bin_dir})"
+
+
+def locate(bin_dir: Path | None = None) -> Path | str:
+    """The directory holding `initdb` and `postgres`, or why there is none."""
+    if bin_dir is None and os.environ.get(BIN_VARIABLE):
+        bin_dir = Path(os.environ[BIN_VARIABLE])
+    if bin_dir is None:
+        spec = importlib_util.find_spec("pgserver")  # found, not imported: no start-up code
+        if spec is None or spec.origin is None:
+            return (
+                "the PostgreSQL binaries are missing: install the test extra "
+                f"(`make install` installs pgserver) or set {BIN_VARIABLE}"
+            )
+        bin_dir = Path(spec.origin).parent / "pginstall" / "bin"
+    missing = [name for name in ("initdb", "postgres") if not (bin_dir / name).is_file()]
+    if missing:
+        return f"{' and '.join(missing)} not found in {bin_dir}"
+    return bin_dir
+
+
+def _server_user() -> str | None:
+    """Whom the server runs as: None (this process's user) unless this process is root."""
+    if os.geteuid() != 0:
+        return None
+    return os.environ.get(USER_VARIABLE) or DEFAULT_USER
+
+
+def _version(bin_dir: Path) -> str:
+    out = subprocess.run(
+        [str(bin_dir / "postgres"), "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    return out.strip().rsplit(" ", 1)[-1]
+
+
+def _initdb(bin_dir: Path, root: Path, user: str | None) -> tuple[Path, str]:
+    password = secrets.token_urlsafe(18)  # URL-safe: it goes into the URI unquoted
+    pwfile = root / "pwfile"
+    pwfile.write_text(password + "\n")
+    data_dir = root / "data"
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        for path in (root, pwfile):
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+    try:
+        result = subprocess.run(
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(data_dir),
+                "-U",
+                SUPERUSER,
+                f"--pwfile={pwfile}",
+                "--auth=scram-sha-256",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",
+            ],
+            capture_output=True,
+            text=True,
+            user=user,
+            group=None if user is None else pwd.getpwnam(user).pw_gid,
+            extra_groups=None if user is None else [],
+        )
+    finally:
+        pwfile.unlink()
+    if result.returncode != 0:
+        raise ServiceError(f"initdb failed ({result.returncode}):\n{result.stderr[-2000:]}")
+    return data_dir, password
+
+
+def server_command(bin_dir: Path, data_dir: Path, port: int) -> list[str]:
+    options = [arg for name, value in SETTINGS.items() for arg in ("-c", f"{name}={value}")]
+    return [str(bin_dir / "postgres"), "-D", str(data_dir), "-p", str(port), *options]
+
+
+@contextmanager
+def local_postgres(
+    log_dir: Path, bin_dir: Path | None = None, attempts: int = 3
+) -> Iterator[LocalPostgres]:
+    """Makes a cluster, serves it until the block ends, then stops it and removes it.
+    Raises ServiceError if the binaries are missing or the server does not start."""
+    found = locate(bin_dir)
+    if isinstance(found, str):
+        raise ServiceError(found)
+    user = _server_user()
+    root = Path(tempfile.mkdtemp(prefix="wsfleet-postgres-"))
+    try:
+        data_dir, password = _initdb(found, root, user)
+        service, port = _serve(found, data_dir, log_dir, user, attempts)
+        try:
+            yield LocalPostgres("127.0.0.1", port, password, data_dir, found, _version(found))
+        finally:
+            service.stop(grace_s=10.0)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _serve(
+    bin_dir: Path, data_dir: Path, log_dir: Path, user: str | None, attempts: int
+) -> tuple[Service, int]:
+    for attempt in range(attempts):
+        port = free_port()
+        service = Service.start(
+            "postgres",
+            server_command(bin_dir, data_dir, port),
+            log_dir,
+            user=user,
+            stop_signal=signal.SIGINT,  # fast shutdown: open sessions are ended, not waited for
+        )
+        try:
+            service.wait_for_line(READY_LINE, START_TIMEOUT_S)
+        except ServiceError:
+            service.stop()
+            if attempt + 1 == attempts or "could not bind" not in service.tail():
+                raise
+            continue
+        return service, port
+    raise AssertionError("unreachable")
+
+
+@asynccontextmanager
+async def open_local_postgres(log_dir: Path) -> AsyncIterator[LocalPostgres]:
+    """`local_postgres` for an event loop: starting and stopping block, so they run on a thread."""
+    manager = local_postgres(log_dir)
+    server = await asyncio.to_thread(manager.__enter__)
+    try:
+        yield server
+    finally:
+        await asyncio.to_thread(manager.__exit__, None, None, None)
+
+
+@asynccontextmanager
+async def fresh_database(
+    server: LocalPostgres, prefix: str = "wsfleet", *, drop: bool = True
+) -> AsyncIterator[str]:
+    """A new, empty database on `server` for one test or run; yields its URI and drops it
+    afterwards (ending whatever sessions are still connected to it). `drop=False` leaves it to
+    the server's removal: a drop forces a checkpoint, most of a test database's cost."""
+    name = f"{prefix}_{secrets.token_hex(6)}"
+    admin = await asyncpg.connect(server.url())
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    try:
+        yield server.url(name)
+    finally:
+        if drop:
+            await _drop(server, name)
+
+
+async def _drop(server: LocalPostgres, name: str) -> None:
+    admin = await asyncpg.connect(server.url())
+    try:
+        with contextlib.suppress(asyncpg.PostgresError):
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()

@@ -1,0 +1,67 @@
+"""The dev stack's throwaway PostgreSQL: started from the binaries the project installs, on
+127.0.0.1 with a password, stopped and removed with its directory; a missing install is named,
+and under CI=true it fails the tests that need it instead of skipping them."""
+
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from entrypoints.devstack.postgres import LocalPostgres, fresh_database, local_postgres, locate
+from entrypoints.devstack.service import ServiceError
+from tests.support import postgres as support
+
+
+async def test_a_fresh_database_is_empty_and_dropped_afterwards(
+    postgres_server: LocalPostgres,
+) -> None:
+    async with fresh_database(postgres_server) as url:
+        name = url.rsplit("/", 1)[1]
+        conn = await asyncpg.connect(url)
+        try:
+            tables = await conn.fetchval(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
+            )
+            assert tables == 0
+        finally:
+            await conn.close()
+    admin = await asyncpg.connect(postgres_server.url())
+    try:
+        assert await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name) is None
+    finally:
+        await admin.close()
+
+
+async def test_only_the_password_logs_in(postgres_server: LocalPostgres) -> None:
+    wrong = postgres_server.url().replace(postgres_server.password, "not-the-password")
+    with pytest.raises(asyncpg.InvalidPasswordError):
+        await asyncpg.connect(wrong)
+    assert postgres_server.password not in repr(postgres_server)
+    assert postgres_server.password not in postgres_server.describe()
+
+
+def test_a_stopped_server_is_gone_with_its_directory(tmp_path: Path) -> None:
+    if isinstance(found := locate(), str):
+        support.missing_server(found)
+    with local_postgres(tmp_path, found) as server:
+        assert (server.data_dir / "PG_VERSION").read_text().strip() == server.version.split(".")[0]
+    assert not server.data_dir.parent.exists()
+    assert "ready to accept connections" in (tmp_path / "postgres.log").read_text()
+
+
+def test_a_missing_install_is_named_and_refused(tmp_path: Path) -> None:
+    reason = locate(tmp_path)
+    assert reason == f"initdb and postgres not found in {tmp_path}"
+    with pytest.raises(ServiceError, match="not found"), local_postgres(tmp_path, tmp_path):
+        pass
+
+
+def test_under_ci_a_missing_server_fails_and_elsewhere_skips(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true"):
+        support.missing_server("no binaries")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="no binaries"):
+        support.missing_server("no binaries")
