@@ -24,6 +24,7 @@ from adapters.system.clock import SystemClock
 from application.ports import ConnectionStore, MessageSink, StoredMessage
 from entrypoints.devstack.aws import LocalAws
 from tests.support.dynamodb import TABLES, dynamodb_client, read_messages
+from tests.support.postgres import migrated_database
 
 # More shards than the default would make the pagination test cheaper to fool; 16 is the
 # production default and makes "every shard is paged" a real property of the test.
@@ -56,10 +57,18 @@ async def sqlite_store(request: pytest.FixtureRequest, stack: AsyncExitStack) ->
     return await stack.enter_async_context(SqliteConnectionStore.open(tmp_path / "store.sqlite"))
 
 
+async def postgres_store(request: pytest.FixtureRequest, stack: AsyncExitStack) -> ConnectionStore:
+    from adapters.postgres.store import PostgresConnectionStore
+
+    url = await migrated_database(request, stack)
+    return await stack.enter_async_context(PostgresConnectionStore.open(url))
+
+
 STORE_FACTORIES: dict[str, StoreFactory] = {
     "memory": memory_store,
     "dynamodb": dynamodb_store,
     "sqlite": sqlite_store,
+    "postgres": postgres_store,
 }
 
 

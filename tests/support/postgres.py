@@ -5,6 +5,7 @@ is a failure instead, so a CI run can never pass without them."""
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack
 from typing import NoReturn
 
 import pytest
@@ -36,3 +37,21 @@ async def postgres_url(postgres_server: LocalPostgres) -> AsyncIterator[str]:
     """The URI of an empty database of this test's own (left to the server's removal)."""
     async with fresh_database(postgres_server, "test", drop=False) as url:
         yield url
+
+
+async def migrated_database(request: pytest.FixtureRequest, stack: AsyncExitStack) -> str:
+    """For fixture factories (which cannot ask for an async fixture by name): a fresh database
+    of the session's server, migrated as `wsfleet migrate` does (the adapters only check the
+    schema's version)."""
+    from adapters.postgres.db import open_pool
+    from adapters.postgres.schema import migrate
+
+    server: LocalPostgres = request.getfixturevalue("postgres_server")
+    url = await stack.enter_async_context(fresh_database(server, "test", drop=False))
+    pool = await open_pool(url, size=1, check=False)
+    try:
+        async with pool.acquire() as conn:
+            await migrate(conn)
+    finally:
+        await pool.close()
+    return url
