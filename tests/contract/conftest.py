@@ -21,6 +21,7 @@ from adapters.memory.store import InMemoryConnectionStore
 from adapters.sqlite.message_sink import SqliteMessageSink
 from adapters.sqlite.store import SqliteConnectionStore
 from adapters.system.clock import SystemClock
+from application.errors import SinkUnavailable
 from application.ports import ConnectionStore, MessageSink, StoredMessage
 from entrypoints.devstack.aws import LocalAws
 from tests.support.dynamodb import TABLES, dynamodb_client, read_messages
@@ -122,11 +123,25 @@ async def sqlite_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -> 
     return SinkUnderTest(sink, sink.read)
 
 
+async def postgres_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -> SinkUnderTest:
+    from adapters.postgres.db import PostgresDatabase, open_pool
+    from adapters.postgres.message_sink import PostgresMessageSink
+
+    pool = await open_pool(await migrated_database(request, stack), size=2)
+    stack.push_async_callback(pool.close)
+    # Pages of 50 links, so the multi-page case crosses pages (as DYNAMODB_QUERY_PAGE does).
+    sink = PostgresMessageSink(
+        PostgresDatabase(pool, SinkUnavailable), link_page=DYNAMODB_QUERY_PAGE
+    )
+    return SinkUnderTest(sink, sink.read)
+
+
 SINK_FACTORIES: dict[str, SinkFactory] = {
     "memory": memory_sink,
     "faults": faults_sink,
     "dynamodb": dynamodb_sink,
     "sqlite": sqlite_sink,
+    "postgres": postgres_sink,
 }
 
 
