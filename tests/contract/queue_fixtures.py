@@ -18,6 +18,7 @@ from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.sqlite.queue import SqliteNotificationQueue
 from adapters.sqs import SqsNotificationQueue, create_queue
 from adapters.system.clock import SystemClock
+from application.errors import QueueUnavailable
 from application.ports.queue import NotificationQueue
 from entrypoints.devstack.aws import LocalAws
 
@@ -71,10 +72,33 @@ async def sqlite_queue(request: pytest.FixtureRequest, stack: AsyncExitStack) ->
     return QueueUnderTest(queue=queue, inject_raw=inject_raw)
 
 
+async def postgres_queue(request: pytest.FixtureRequest, stack: AsyncExitStack) -> QueueUnderTest:
+    from adapters.postgres.db import PostgresDatabase, open_pool
+    from adapters.postgres.queue import PostgresNotificationQueue
+    from tests.support.postgres import migrated_database
+
+    url = await migrated_database(request, stack)
+    pool = await open_pool(url, size=2)
+    stack.push_async_callback(pool.close)
+    queue = PostgresNotificationQueue(
+        PostgresDatabase(pool, QueueUnavailable),
+        SystemClock(),
+        listen_url=url,
+        visibility_timeout_s=VISIBILITY_TIMEOUT_S,
+    )
+    stack.push_async_callback(queue.close)
+
+    async def inject_raw(body: str) -> None:
+        await queue.send_raw([body])
+
+    return QueueUnderTest(queue=queue, inject_raw=inject_raw)
+
+
 QUEUE_FACTORIES: dict[str, QueueFactory] = {
     "memory": memory_queue,
     "sqs": sqs_queue,
     "sqlite": sqlite_queue,
+    "postgres": postgres_queue,
 }
 
 
