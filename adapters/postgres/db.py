@@ -53,13 +53,14 @@ async def open_pool(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     statement_cache_size: int = 100,
     check: bool = True,
+    unavailable: type[ApplicationError] = ApplicationError,
 ) -> Pool:
     """A pool of up to `size` connections to `url` (a libpq URI; a password in it, or libpq's
     PGPASSWORD / PGPASSFILE). `statement_cache_size=0` turns asyncpg's prepared statements
     off, for PgBouncer in transaction mode before 1.21. With `check`, refuses a database whose
     schema version this wsfleet does not know (ConfigurationError naming it and the version).
     Raises ConfigurationError (malformed URI, refused login, unknown database or schema) or
-    the cause of an unreachable server (OSError, TimeoutError): messages never quote the URI."""
+    `unavailable` (the server unreachable or not answering); messages never quote the URI."""
     if size < 1:
         raise ConfigurationError(f"a PostgreSQL pool needs at least 1 connection, got {size}")
     try:
@@ -79,6 +80,10 @@ async def open_pool(
         raise ConfigurationError(f"PostgreSQL refused the connection: {exc}") from None
     except ValueError:  # asyncpg's URI parser, whose message may quote the URI (a secret)
         raise ConfigurationError("the PostgreSQL URL is not a valid libpq URI") from None
+    except Exception as exc:
+        if unavailable_cause(exc):
+            raise unavailable(f"PostgreSQL: {type(exc).__name__}: {exc}") from exc
+        raise
     if check:
         try:
             async with pool.acquire() as conn:

@@ -49,8 +49,8 @@ class PostgresConnectionStore(ConnectionStore):
         cls, url: str, *, pool_size: int = DEFAULT_POOL_SIZE, **pool: Any
     ) -> AsyncIterator["PostgresConnectionStore"]:
         """A store with a pool of its own, closed afterwards. Raises ConfigurationError (bad
-        URL, refused login, a schema this wsfleet does not know)."""
-        opened = await open_pool(url, size=pool_size, **pool)
+        URL, refused login, a schema this wsfleet does not know) or StoreUnavailable."""
+        opened = await open_pool(url, size=pool_size, unavailable=StoreUnavailable, **pool)
         try:
             yield cls(PostgresDatabase(opened, StoreUnavailable))
         finally:
