@@ -23,6 +23,7 @@ excess back and forth.
   hints until their next reports.
 """
 
+import math
 from collections.abc import Sequence
 
 import attrs
@@ -51,6 +52,10 @@ class Share:
     imbalanced: bool  # some worker is further than its band from its level
     hand_off: int  # connections to hand off now
     room: int  # connections it may take now
+    # Connections of dead sessions it may take now: up to the top of its band around its
+    # level, counting them in (placement: a dead worker's connections spread over the
+    # survivors in one move).
+    takeover_room: int = 0
 
 
 def band(level: float) -> float:
@@ -68,10 +73,11 @@ def loads_of(sessions: Sequence[WorkerSession], now_ms: int) -> list[Load]:
     ]
 
 
-def levels(loads: Sequence[Load]) -> dict[str, float]:
+def levels(loads: Sequence[Load], unplaced: int = 0) -> dict[str, float]:
     """Water filling: every worker gets min(capacity, L), with L such that they sum to the
-    total held (or everyone's capacity, if the fleet holds more than that)."""
-    total = sum(load.held for load in loads)
+    total held and `unplaced` (connections waiting for an owner), or everyone's capacity, if
+    the fleet holds more than that."""
+    total = sum(load.held for load in loads) + unplaced
     remaining, left = float(total), len(loads)
     level = 0.0
     for load in sorted(loads, key=lambda x: x.capacity):
@@ -85,10 +91,11 @@ def levels(loads: Sequence[Load]) -> dict[str, float]:
     return {load.session_id: float(min(load.capacity, level)) for load in loads}
 
 
-def targets(loads: Sequence[Load]) -> dict[str, int]:
-    """The levels in whole connections, summing to the total held (within capacities): the
-    largest whole level F that fits, plus one each for the remainder, heaviest first."""
-    total = sum(load.held for load in loads)
+def targets(loads: Sequence[Load], unplaced: int = 0) -> dict[str, int]:
+    """The levels in whole connections, summing to the total held and unplaced (within
+    capacities): the largest whole level F that fits, plus one each for the remainder,
+    heaviest first."""
+    total = sum(load.held for load in loads) + unplaced
     cap_total = sum(load.capacity for load in loads)
     if total >= cap_total:
         return {load.session_id: load.capacity for load in loads}
@@ -117,18 +124,20 @@ def share_of(
     max_hand_offs: int,
     settle_after_ms: int = 0,
     last_take_ms: int = 0,
+    unplaced: int = 0,
 ) -> Share:
     """`loads`: the live sessions as last reported (this worker's own entry, if there, is
     replaced by `me`, which is what it holds now). `settle_after_ms`: no handoff until every
     other worker reported its load at or after this instant (see docs/decisions.md).
     `last_take_ms`: when this worker last took a connection; until every other worker has
     reported after it, the view may miss what the others took meanwhile, so it neither holds
-    taking back nor asks for a handoff."""
+    taking back nor asks for a handoff. `unplaced`: connections of dead sessions not yet
+    taken, counted into the split: `takeover_room` is this worker's part of them."""
     if max_hand_offs < 0:
         raise ValueError(f"max_hand_offs must not be negative, got {max_hand_offs}")
     fleet = [load for load in loads if load.session_id != me.session_id] + [me]
-    level = levels(fleet)
-    target = targets(fleet)
+    level = levels(fleet, unplaced)
+    target = targets(fleet, unplaced)
     imbalanced = any(abs(x.held - level[x.session_id]) > band(level[x.session_id]) for x in fleet)
     others = [x for x in fleet if x.session_id != me.session_id]
     settled = all(x.reported_at_ms >= settle_after_ms for x in others)
@@ -141,4 +150,9 @@ def share_of(
     short = any(level[x.session_id] - x.held > band(level[x.session_id]) for x in fleet)
     held_back = caught_up and (short or (imbalanced and me.held > mine))
     room = min(free, max(0, mine - me.held)) if held_back else free
-    return Share(level[me.session_id], mine, imbalanced, hand_off, room)
+    # Up to the top of its band, not its exact target: views a heartbeat stale and ties in
+    # the remainder would otherwise leave a few waiting for the grace, and a worker within
+    # its band is never asked to hand off, so the connection still moves once.
+    top = math.floor(level[me.session_id] + band(level[me.session_id]))
+    takeover_room = min(free, unplaced, max(0, min(me.capacity, top) - me.held))
+    return Share(level[me.session_id], mine, imbalanced, hand_off, room, takeover_room)

@@ -14,6 +14,18 @@ from application.worker.context import WorkerContext
 from domain import WorkerSession
 from domain.balance import Load, Share, loads_of, share_of
 
+# How long after a session died its connections are placed by share before they are open to
+# all, in heartbeats: the survivors' watches see the death within a heartbeat of each other,
+# and a part not taken by then is taken by whoever has room.
+PLACEMENT_GRACE_BEATS = 2
+
+
+def died_at_ms(session: WorkerSession) -> int:
+    """When a dead session died: when it was ended, or when its lease ran out."""
+    if session.ended_reason is not None:
+        return min(session.updated_at_ms, session.expires_at_ms)
+    return session.expires_at_ms
+
 
 class Balance:
     def __init__(
@@ -32,6 +44,8 @@ class Balance:
         # if a view reported entirely after it still wants it (None: none wanted).
         self._wanted_since_ms: int | None = None
         self._last_take_ms = 0  # epoch ms this worker last took a connection
+        # Dead sessions of the view: session id -> epoch ms it died.
+        self._died_at: dict[str, int] = {}
 
     @property
     def enabled(self) -> bool:
@@ -39,6 +53,7 @@ class Balance:
 
     def observe(self, sessions: Sequence[WorkerSession], now_ms: int) -> None:
         self._loads = loads_of(sessions, now_ms)
+        self._died_at = {s.session_id: died_at_ms(s) for s in sessions if not s.is_live(now_ms)}
         self._seen_at = self._ctx.clock.monotonic()
         self._view_ms = now_ms
 
@@ -57,6 +72,33 @@ class Balance:
             settle_after_ms=max(self._settle_after_ms, self._wanted_since_ms or 0),
             last_take_ms=self._last_take_ms,
         )
+
+    def placing(self, owner: str, now_ms: int) -> bool:
+        """Whether a connection of the dead session `owner` is placed by share: its owner
+        died within the placement grace. Past it the connection is open to all, whoever's
+        part it was: a survivor that could not take its part (full, slow, fenced, dead too)
+        never leaves it unowned for longer."""
+        died_at = self._died_at.get(owner)
+        return self.enabled and died_at is not None and now_ms - died_at < self._grace_ms()
+
+    def _placing_any(self, now_ms: int) -> bool:
+        return any(now_ms - died_at < self._grace_ms() for died_at in self._died_at.values())
+
+    def _grace_ms(self) -> float:
+        return PLACEMENT_GRACE_BEATS * self._ctx.config.heartbeat_interval_s * 1000
+
+    def takeover_budget(self, unplaced: int) -> int | None:
+        """How many of `unplaced` dead sessions' connections (found by a scan) this worker
+        takes: its part of the split that counts them in, or None without a view (then
+        capacity alone decides)."""
+        ctx = self._ctx
+        if not self.enabled or self._seen_at is None:
+            return None
+        me = Load(self._session_id(), self._held(), ctx.config.max_connections)
+        share = share_of(
+            self._loads, me, max_hand_offs=0, last_take_ms=self._last_take_ms, unplaced=unplaced
+        )
+        return share.takeover_room
 
     def moving(self) -> bool:
         """The fleet is out of balance by this worker's view: look again every heartbeat
@@ -79,6 +121,11 @@ class Balance:
         share = self.share()
         if share is None or not share.imbalanced or self._held() <= share.target:
             self._wanted_since_ms = None
+            return 0
+        if self._placing_any(self._ctx.clock.now_ms()):
+            # A dead worker's connections are being placed: the view is about to change,
+            # and a handoff now would leave its connection to a worker that may be taking
+            # its own part, or failing to.
             return 0
         if self._wanted_since_ms is None:
             self._wanted_since_ms = self._view_ms

@@ -268,8 +268,8 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
     """Take what room allows. Returns (starved, withheld): some orphan was left for want of
     room (full, or no trusted session yet); some was left that this worker had the capacity
     for (its share said no: the balance left it to workers short of theirs; or it was freed so
-    recently that its hint is still on its way). A dead worker's are taken up to capacity
-    whatever the balance says (Sessions.capacity_free)."""
+    recently that its hint is still on its way). A dead worker's are taken up to this worker's
+    part of them, then, past the placement grace, up to capacity (Sessions._room)."""
     found = 0
     starved = withheld = False
     async for page in ctx.store.iter_orphans(now_ms, ctx.config.reconcile_page_size):
@@ -281,13 +281,19 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
         withheld = withheld or bool(hinted)
         # Shuffled, so racing workers mostly try different orphans first.
         shuffled = ctx.rng.sample(list(page), len(page))
-        no_room = await sessions.take_each(
-            [
-                (o.connection_id, o.owner != NO_OWNER)
-                for o in shuffled
-                if o.connection_id not in sessions and o.connection_id not in hinted
-            ]
-        )
+        placed = [
+            o.connection_id
+            for o in page
+            if o.owner != NO_OWNER and sessions.balance.placing(o.owner, now_ms)
+        ]
+        with sessions.placing(placed):
+            no_room = await sessions.take_each(
+                [
+                    (o.connection_id, o.owner != NO_OWNER)
+                    for o in shuffled
+                    if o.connection_id not in sessions and o.connection_id not in hinted
+                ]
+            )
         starved = starved or bool(no_room)
         withheld = withheld or (bool(no_room) and not sessions.full)
     ctx.metrics.gauge(ORPHANS_FOUND, found)

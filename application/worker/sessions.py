@@ -1,8 +1,9 @@
 """Sessions: the connections this worker owns, the tasks that run them, and lease-before-connect."""
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 from application.aio import first_completed, gather_all
 from application.errors import SinkUnavailable, StoreUnavailable
@@ -39,6 +40,10 @@ class Sessions:
         # Handed off to balance: not taken back before the monotonic instant given (its hint
         # is for a worker below its share; if none takes it by then, this one may).
         self._handed_off: dict[str, float] = {}
+        # A scan's dead sessions' connections being placed (Sessions.placing): the ids, and
+        # how many more of them this worker takes (its part).
+        self._placing: frozenset[str] = frozenset()
+        self._budget = 0
 
     @property
     def writer(self) -> IngestWriter:
@@ -135,23 +140,42 @@ class Sessions:
         self, connection_id: str, dead_owner: bool, no_room: list[str], round_trips: list[float]
     ) -> None:
         finishing = connection_id in self and not self.holds(connection_id)
-        no_room_for_it = connection_id not in self and self._room(dead_owner) <= 0
+        no_room_for_it = connection_id not in self and self._room(connection_id, dead_owner) <= 0
         if finishing or no_room_for_it or self._handed_off_lately(connection_id):
             no_room.append(connection_id)  # given back: another worker may take it
             return
         await self._take(connection_id, dead_owner, round_trips)
 
-    def _room(self, dead_owner: bool) -> int:
-        """By capacity alone for a dead owner's connection, by this worker's share otherwise."""
+    @contextlib.contextmanager
+    def placing(self, connection_ids: Collection[str]) -> Iterator[None]:
+        """While the orphan scan takes a page: these dead sessions' connections are placed,
+        this worker taking only its part of them (its target with them counted in), so that
+        a dead worker's connections spread over the survivors in one move."""
+        budget = self.balance.takeover_budget(len(connection_ids)) if connection_ids else None
+        if budget is None:
+            yield
+            return
+        self._placing, self._budget = frozenset(connection_ids), budget
+        try:
+            yield
+        finally:
+            self._placing, self._budget = frozenset(), 0
+
+    def _room(self, connection_id: str, dead_owner: bool) -> int:
+        """A connection being placed: what is left of this worker's part. Another dead
+        owner's: capacity alone (past the placement grace: open to all). Any other: this
+        worker's share."""
+        if connection_id in self._placing:
+            return min(self.capacity_free, self._budget)
         return self.capacity_free if dead_owner else self.free
 
     async def _take(self, connection_id: str, dead_owner: bool, round_trips: list[float]) -> None:
         """`dead_owner`: the caller saw the owner's session dead (the orphan scan): room is
-        then judged by capacity alone, not by this worker's share (a dead worker's connections
-        have been down for a lease already: taken at once, balanced afterwards). Whether the
-        acquire was a takeover is the store's answer, not this."""
+        then this worker's part of the dead's connections, by capacity alone past the
+        placement grace (`_room`). Whether the acquire was a takeover is the store's answer,
+        not this."""
         ctx, keeper = self._ctx, self._keeper
-        if connection_id in self or self._room(dead_owner) <= 0:
+        if connection_id in self or self._room(connection_id, dead_owner) <= 0:
             return
         if self._handed_off_lately(connection_id):
             return
@@ -161,6 +185,11 @@ class Sessions:
         if not keeper.trusts(session_id):
             return  # no live session (fenced, reopening): take nothing
         self._acquiring.add(connection_id)
+        # Counted against this worker's part before the call, as `_acquiring` counts against
+        # its room: the takes of one wave run side by side. Given back unless it is taken.
+        placed = connection_id in self._placing
+        self._budget -= placed
+        acquired: Connection | None = None
         try:
             started = ctx.clock.monotonic()
             now_ms = ctx.clock.now_ms()
@@ -187,6 +216,8 @@ class Sessions:
             resume = acquired.checkpoint_seq if clean else await self._resume_point(acquired)
         finally:
             self._acquiring.discard(connection_id)
+            if acquired is None:
+                self._budget += placed
         ctx.metrics.count(LEASE_ACQUISITIONS)
         self.balance.took(now_ms)
         if took_over:
