@@ -83,6 +83,15 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             measured = f"p50 {_fmt(s['p50'])} p99 {_fmt(s['p99'])} (n={s['n']})"
             ok = s["p99"] is not None and s["p99"] <= target and not fleet["timeouts"][kind]
             out.append((f"{name}: {kind} latency s", measured, f"p99 <= {target}", _ok(ok)))
+        for kind, moves in fleet.get("moves", {}).items():
+            out.append(
+                (
+                    f"{name}: {kind}, connections moved more than once",
+                    f"{moves['moved_twice']} of {moves['moved']} (most {moves['most']})",
+                    "0",
+                    _ok(moves["moved_twice"] == 0),
+                )
+            )
         v = fleet["verdict"]
         out.append(
             (
