@@ -25,6 +25,7 @@ from entrypoints.devstack.workers import WorkerProcess
 
 log = logging.getLogger("bench.fleet")
 WAIT_S = 30.0  # a fault not healed in this long is reported as a timeout, not waited for
+SETTLE_S = 5.0  # after a crash's takeover, before its replacement starts
 
 
 class FleetRun:
@@ -98,7 +99,11 @@ class FleetRun:
         self.retired.append(victim)
         since = dict.fromkeys(held, at)
         await self.wait_each(held, self._connected_since(since), "crash", since)
-        self._fault("crash", victim, at, held)
+        # Long enough for balancing among the survivors to move what placement left uneven
+        # (it waits a view reported after the last take): the moves are counted until the
+        # replacement joins, whose own share is a join's move, not the crash's.
+        await asyncio.sleep(SETTLE_S)
+        self._fault("crash", victim, at, held, moves_until_ms=wall_ms())
         await self.add_worker()  # the orchestrator's replacement, after the measurement
 
     async def handoff(self) -> None:

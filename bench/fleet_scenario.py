@@ -93,6 +93,7 @@ def moves_per_fault(
         if fault["kind"] not in ("crash", "handoff"):
             continue
         until = ended_ms if after is None else after["at_ms"]
+        until = min(until, fault.get("moves_until_ms", until))
         counts = out.setdefault(fault["kind"], {"moved": 0, "moved_twice": 0, "most": 0})
         for cid in fault["connections"]:
             connects = [
