@@ -41,12 +41,14 @@ class Checkpoint:
 
 @attrs.frozen
 class Release:
-    """Give the lease back (graceful shutdown, STOP honoured), recording the final checkpoint."""
+    """Give the lease back (graceful shutdown, STOP honoured), recording the final checkpoint
+    and why (`reason`, kept in the LeaseReleased event)."""
 
     connection_id: str
     session_id: str
     token: int
     checkpoint_seq: int
+    reason: str = ""
 
 
 @attrs.frozen

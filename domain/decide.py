@@ -166,7 +166,7 @@ def _release(state: Connection | None, cmd: Release, v: _Versions) -> list[Event
     conn = _owned(state, cmd.connection_id, cmd.session_id, cmd.token, v)
     return [
         *_checkpoint(conn, cmd.checkpoint_seq, v),
-        LeaseReleased(**v.next(), owner=cmd.session_id, token=cmd.token),
+        _released(cmd.session_id, cmd.token, cmd.checkpoint_seq, cmd.reason[:200], v),
     ]
 
 
@@ -175,7 +175,7 @@ def _end_stream(state: Connection | None, cmd: EndStream, v: _Versions) -> list[
     events = _checkpoint(conn, cmd.checkpoint_seq, v)
     if conn.desired_state is DesiredState.STARTED:
         events.append(StreamEnded(**v.next(), owner=cmd.session_id, token=cmd.token))
-    events.append(LeaseReleased(**v.next(), owner=cmd.session_id, token=cmd.token))
+    events.append(_released(cmd.session_id, cmd.token, cmd.checkpoint_seq, "stream ended", v))
     return events
 
 
@@ -195,8 +195,16 @@ def _upstream_failed(
             reason=cmd.reason[:500],
         )
     )
-    events.append(LeaseReleased(**v.next(), owner=cmd.session_id, token=cmd.token))
+    events.append(_released(cmd.session_id, cmd.token, cmd.checkpoint_seq, "upstream failed", v))
     return events
+
+
+def _released(owner: str, token: int, checkpoint_seq: int, reason: str, v: _Versions) -> Event:
+    """The last event of every hand-back: its checkpoint (never behind the stored one: the
+    hand-back refused a regression) and why, so that the log says where the stream stood."""
+    return LeaseReleased(
+        **v.next(), owner=owner, token=token, checkpoint_seq=checkpoint_seq, reason=reason
+    )
 
 
 def failures_after(previous: int, *, progressed: bool) -> int:

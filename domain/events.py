@@ -59,8 +59,14 @@ class Checkpointed(Event):
 
 @attrs.frozen(kw_only=True)
 class LeaseReleased(Event):
+    """The owner gave the lease back; `checkpoint_seq` is where the next owner resumes after,
+    `reason` why it was given back (shutdown, rebalance, stopped, stream ended, upstream
+    failed, ...; empty in events recorded before it was kept)."""
+
     owner: str
     token: int
+    checkpoint_seq: int = 0
+    reason: str = ""
 
 
 @attrs.frozen(kw_only=True)

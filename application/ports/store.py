@@ -192,11 +192,19 @@ class ConnectionStore(abc.ABC):
         return True
 
     async def release(
-        self, connection_id: str, session_id: str, token: int, checkpoint_seq: int, now_ms: int
+        self,
+        connection_id: str,
+        session_id: str,
+        token: int,
+        checkpoint_seq: int,
+        now_ms: int,
+        *,
+        reason: str = "",
     ) -> Connection:
-        """Give the lease back with the final checkpoint; allowed while owner and token still
-        match, even after the session died. Raises LeaseLost if someone else took over."""
-        command = Release(connection_id, session_id, token, checkpoint_seq)
+        """Give the lease back with the final checkpoint and why (`reason`, in the log);
+        allowed while owner and token still match, even after the session died. Raises
+        LeaseLost if someone else took over."""
+        command = Release(connection_id, session_id, token, checkpoint_seq, reason)
         return (await self.execute(command, now_ms)).connection
 
     async def end_stream(

@@ -250,7 +250,12 @@ async def _forget_dead_sessions(
                 continue
             try:
                 await ctx.store.release(
-                    cid, session.session_id, conn.token, conn.checkpoint_seq, now_ms
+                    cid,
+                    session.session_id,
+                    conn.token,
+                    conn.checkpoint_seq,
+                    now_ms,
+                    reason="stopped while its owner died",
                 )
                 log.info(
                     "released a STOPPED connection of dead session %s",

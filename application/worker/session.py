@@ -69,6 +69,18 @@ class SessionEnd(enum.Enum):
 _STILL_WANTED = frozenset({SessionEnd.LEASE_LOST, SessionEnd.REBALANCE})
 
 
+# Why a lease was given back, as the ownership log says it (LeaseReleased.reason).
+_REASONS = {
+    SessionEnd.STOPPED: "stopped",
+    SessionEnd.SHUTDOWN: "shutdown",
+    SessionEnd.STREAM_ENDED: "stream ended",
+    SessionEnd.UPSTREAM_FAILED: "upstream failed",
+    SessionEnd.LEASE_LOST: "lease not trusted",
+    SessionEnd.REBALANCE: "rebalance",
+    SessionEnd.ERROR: "error",
+}
+
+
 class ConnectionSession:
     def __init__(
         self,
@@ -343,7 +355,7 @@ class ConnectionSession:
                 *args, now + int(delay_s * 1000), reason[:200], now, healthy=healthy
             )
         else:
-            after = await ctx.store.release(*args, ctx.clock.now_ms())
+            after = await ctx.store.release(*args, ctx.clock.now_ms(), reason=_REASONS[end])
         ctx.metrics.count(LEASE_RELEASES)
         log.info("lease handed back (%s)", end.value, extra=self._extra())
         return after

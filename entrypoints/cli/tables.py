@@ -158,6 +158,23 @@ def print_outcome(
 
 def print_history(console: Console, connection_id: str, events: Sequence[Event]) -> None:
     _print_log(console, f"history of {connection_id}", [(e, event_view(e)) for e in events])
+    missing = versions_not_logged(events)
+    if missing:
+        shown = ", ".join(str(v) for v in missing[:20]) + (" ..." if len(missing) > 20 else "")
+        console.print(
+            f"versions {shown}: checkpoints (the connection keeps the latest; the log keeps "
+            "ownership changes, and each release says the checkpoint it left)",
+            highlight=False,
+        )
+
+
+def versions_not_logged(events: Sequence[Event]) -> list[int]:
+    """The versions between the first and last logged event that the log does not hold: the
+    checkpoints, which change the connection but are not ownership changes."""
+    logged = {e.version for e in events}
+    if not logged:
+        return []
+    return [v for v in range(min(logged), max(logged) + 1) if v not in logged]
 
 
 def print_session_history(

@@ -237,6 +237,17 @@ async def test_simulator_api_and_worker_run_and_the_operator_commands_see_them(
         assert stopped.returncode == 0
         assert "a: accepted - STOPPED" in stopped.stdout
         await _until(lambda: _view(api_url, "a")["owner"] is None, "the owner releases a")
+        # The log says where the stream stood and why it was handed back, and explains the
+        # versions it does not hold (the checkpoints).
+        logged = json.loads(
+            (await asyncio.to_thread(run_cli, ["history", "a", "--json"], tmp_path)).stdout
+        )
+        released = [e for e in logged["events"] if e["type"] == "LeaseReleased"][-1]
+        assert released["reason"] == "stopped", released
+        assert released["checkpoint_seq"] > 0, released
+        text = (await asyncio.to_thread(run_cli, ["history", "a"], tmp_path)).stdout
+        assert "reason=stopped" in text, text
+        assert ": checkpoints (the connection keeps the latest" in text, text
 
         for process in processes:
             process.signal(signal.SIGTERM)

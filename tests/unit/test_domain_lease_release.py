@@ -119,3 +119,16 @@ def test_second_release_of_the_same_lease_is_refused() -> None:
 
     with pytest.raises(LeaseLost, match=rf"^'s1' no longer holds token 1 on '{CID}'$"):
         decide(conn, Release(CID, "s1", 1, 0), T0 + 2, LIVE)
+
+
+def test_every_hand_back_logs_where_the_stream_stood_and_why() -> None:
+    from domain import EndStream, LeaseReleased, Release, ReportUpstreamFailure, decide
+
+    for command, reason in (
+        (Release(CID, "s1", 1, 7, "shutdown"), "shutdown"),
+        (EndStream(CID, "s1", 1, 7), "stream ended"),
+        (ReportUpstreamFailure(CID, "s1", 1, 7, T0 + 60_000, "503"), "upstream failed"),
+    ):
+        released = decide(leased("s1"), command, T0 + 1)[-1]
+        assert isinstance(released, LeaseReleased)
+        assert (released.checkpoint_seq, released.reason) == (7, reason)
