@@ -17,11 +17,13 @@ or `restart` loses nothing. Only password (SCRAM) logins over TCP: no Unix socke
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import pwd
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -96,6 +98,38 @@ def _server_user() -> str | None:
     return os.environ.get(USER_VARIABLE) or DEFAULT_USER
 
 
+def _reachable_by(bin_dir: Path, user: str | None) -> Path:
+    """`bin_dir`, or a copy of its installation that the server's user can reach: binaries in
+    a virtualenv under a private directory (a clone in a 0700 temporary directory, as CI
+    makes) cannot be executed by `nobody`. The copy (about 35 MB for pgserver's) is made once
+    per installation under the system's temporary directory, and reused. It keeps the layout
+    the binaries' run path names: pgserver's find their libraries at
+    `$ORIGIN/../../../pgserver.libs`."""
+    if user is None or all(p.stat().st_mode & stat.S_IXOTH for p in (bin_dir, *bin_dir.parents)):
+        return bin_dir
+    install = bin_dir.parent  # .../pgserver/pginstall
+    package = install.parent  # .../pgserver
+    key = hashlib.sha256(str(install.resolve()).encode()).hexdigest()[:12]
+    target = Path(tempfile.gettempdir()) / f"wsfleet-postgres-{key}"
+    copied = target / package.name / install.name / bin_dir.name
+    if not (copied / "postgres").is_file():
+        staging = Path(tempfile.mkdtemp(prefix=f"{target.name}-", dir=target.parent))
+        try:
+            made = staging / "copy"
+            shutil.copytree(install, made / package.name / install.name, symlinks=True)
+            libs = package.parent / f"{package.name}.libs"
+            if libs.is_dir():
+                shutil.copytree(libs, made / libs.name, symlinks=True)
+            for path in (made, *made.rglob("*")):
+                if path.is_dir():
+                    path.chmod(0o755)
+            with contextlib.suppress(OSError):  # another process made it meanwhile
+                made.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return copied
+
+
 def _version(bin_dir: Path) -> str:
     out = subprocess.run(
         [str(bin_dir / "postgres"), "--version"], capture_output=True, text=True, check=True
@@ -154,6 +188,7 @@ def local_postgres(
     if isinstance(found, str):
         raise ServiceError(found)
     user = _server_user()
+    found = _reachable_by(found, user)
     root = Path(tempfile.mkdtemp(prefix="wsfleet-postgres-"))
     try:
         data_dir, password = _initdb(found, root, user)
