@@ -4,6 +4,7 @@ connection refused by name."""
 
 import asyncio
 import json
+import signal
 from pathlib import Path
 
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
@@ -15,7 +16,7 @@ from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.devstack.aws import LocalAws
 from entrypoints.devstack.aws import client as aws_client
 from entrypoints.settings import load_settings
-from tests.e2e.cli_process import run_cli
+from tests.e2e.cli_process import cli_process, run_cli
 from tests.support.deployment import create_deployment_sync
 
 URL = "ws://127.0.0.1:9/stream/feed"
@@ -137,3 +138,28 @@ def test_messages_reads_a_kinesis_stream_sink_once_per_seq(aws: LocalAws, tmp_pa
 
     assert result.returncode == 0, result.stderr
     assert [line.split("\t")[0] for line in result.stdout.splitlines()] == ["1", "2", "3", "4"]
+
+
+async def test_follow_prints_messages_as_they_are_stored_until_interrupted(tmp_path: Path) -> None:
+    """`--follow` keeps printing what is stored after it started, in seq order, one per seq,
+    and a Ctrl-C (SIGINT) ends it with the interrupted exit code, not a traceback."""
+    assert run_cli(["start", "feed", URL], tmp_path, PRIVATE).returncode == 0
+    path = tmp_path / ".wsfleet" / "messages.sqlite"
+    async with SqliteMessageSink.open(path) as sink:
+        await sink.write(stream(1, range(1, 3)))
+        follow = await cli_process(
+            "follow", ["messages", "feed", "--follow", "--interval", "0.1"], tmp_path, {}
+        ).start()
+        try:
+            await follow.wait_for_line(r"(?m)^2\t", 15)
+            await sink.write(stream(1, range(3, 6)))
+            await follow.wait_for_line(r"(?m)^5\t", 15)
+            follow.signal(signal.SIGINT)
+            code = await follow.wait(10)
+        finally:
+            await follow.kill()
+
+    printed = [line.split("\t")[0] for line in follow.output().splitlines() if "\t" in line]
+    assert printed == ["1", "2", "3", "4", "5"], follow.output()
+    assert code == 130, follow.output()
+    assert "Traceback" not in follow.output()
