@@ -49,9 +49,10 @@ class ForbiddenUrl(UpstreamRejected):
     """The URL's host is not one workers may connect to. `str()` is safe to show callers;
     `detail` (addresses, resolver text) is for logs."""
 
-    def __init__(self, message: str, detail: str = "") -> None:
+    def __init__(self, message: str, detail: str = "", *, internal: bool = False) -> None:
         super().__init__(message)
         self.detail = detail
+        self.internal = internal  # refused for an internal address: allow-private would admit it
 
 
 class HostResolver(Protocol):
@@ -108,16 +109,17 @@ class UrlPolicy:
                     f"host {host!r} resolves to an internal address; "
                     "set the allow-private setting only for local development",
                     f"{host!r} -> {ip}",
+                    internal=True,
                 )
             vetted.append(str(ip))
         return VettedUrl(ws_url, host, tuple(vetted))
 
 
-def _refused(message: str, detail: str) -> ForbiddenUrl:
+def _refused(message: str, detail: str, *, internal: bool = False) -> ForbiddenUrl:
     """The refusal, its detail logged here: the router's and the worker's logs both say
     where the name pointed, while the message (the API's 400 body) does not."""
     log.info("upstream URL refused: %s (%s)", message, detail)
-    return ForbiddenUrl(message, detail)
+    return ForbiddenUrl(message, detail, internal=internal)
 
 
 def ip_literal(host: str) -> IpAddress | None:

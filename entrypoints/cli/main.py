@@ -229,7 +229,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         return EXIT_USAGE
     except ForbiddenUrl as exc:
         print(f"{name}: refused: {exc}", file=sys.stderr)
-        print(PRIVATE_HINT, file=sys.stderr)
+        if exc.internal:  # only then would the setting change the answer
+            print(PRIVATE_HINT, file=sys.stderr)
         return EXIT_FAILED
     except DomainError as exc:
         print(f"{name}: refused: {exc}", file=sys.stderr)

@@ -182,6 +182,23 @@ def test_a_malformed_url_is_refused_without_printing_its_password(
     assert "us\u2100er" not in err
 
 
+def test_the_allow_private_hint_is_given_only_where_the_setting_would_help(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name that does not resolve is not an SSRF refusal: suggesting the allow-private
+    setting there sent a newcomer the wrong way."""
+    env = {"WSFLEET_DATA_DIR": str(tmp_path / ".wsfleet")}
+
+    assert main(["start", "x", "ws://no-such-host.invalid/s"], environ=env) == 1
+    unresolved = capsys.readouterr().err
+    assert main(["start", "y", "ws://127.0.0.1:9/s"], environ=env) == 1
+    internal = capsys.readouterr().err
+
+    assert "does not resolve" in unresolved
+    assert "WSFLEET_ALLOW_PRIVATE_UPSTREAMS" not in unresolved
+    assert "WSFLEET_ALLOW_PRIVATE_UPSTREAMS=true" in internal
+
+
 async def test_simulator_api_and_worker_run_and_the_operator_commands_see_them(
     tmp_path: Path,
 ) -> None:
