@@ -5,9 +5,10 @@ fault-injecting wrappers of the fleet's one store and sink, and its own metrics.
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
+from dependency_injector import providers
 
 from adapters.faults.clock import SkewedClock
 from adapters.faults.sink import FaultInjectingSink
@@ -19,7 +20,7 @@ from adapters.memory.sink import InMemoryMessageSink
 from adapters.memory.store import InMemoryConnectionStore
 from adapters.memory.upstream import FakeUpstream
 from application.config import WorkerConfig
-from application.ports import NotificationQueue
+from application.ports import ConnectionStore, NotificationQueue
 from application.router import EventRouter
 from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
@@ -48,17 +49,45 @@ class Member:
     task: "asyncio.Task[None]"
 
 
+StoreLayer = Callable[[str, ConnectionStore], ConnectionStore]
+
+
+def no_layer(caller: str, store: ConnectionStore) -> ConnectionStore:
+    return store
+
+
 class Fleet:
-    def __init__(self, config: WorkerConfig = DEFAULT_CONFIG, rate_per_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        config: WorkerConfig = DEFAULT_CONFIG,
+        rate_per_s: float = 10.0,
+        *,
+        clock: FakeClock | None = None,
+        store: InMemoryConnectionStore | None = None,
+        queue: InMemoryNotificationQueue | None = None,
+        sink: InMemoryMessageSink | None = None,
+        upstream: FakeUpstream | None = None,
+        store_layer: StoreLayer = no_layer,
+    ) -> None:
         self.config = config
-        self.clock = FakeClock()
+        self.clock = clock or FakeClock()
         self.container = InMemoryContainer(
             settings=load_settings({"WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true"}),
             clock=self.clock,
             resolver=NoDns(),
             upstream_rate_per_s=rate_per_s,
         )
-        self.store: InMemoryConnectionStore = self.container.store()
+        self.store: InMemoryConnectionStore = store or self.container.store()
+        self.store_layer = store_layer
+        # What the router reaches the store through (its writes meet the layer too).
+        self.container.store.override(providers.Object(store_layer("router", self.store)))
+        for provider, given in (
+            (self.container.queue, queue),
+            (self.container.sink, sink),
+            (self.container.upstream, upstream),
+        ):
+            if given is not None:
+                provider.override(providers.Object(given))
         self.queue: InMemoryNotificationQueue = self.container.queue()
         self.sink: InMemoryMessageSink = self.container.sink()
         self.upstream: FakeUpstream = self.container.upstream()
@@ -76,7 +105,7 @@ class Fleet:
     ) -> Member:
         self._seed += 1
         clock = SkewedClock(self.clock, skew_ms) if skew_ms else self.clock
-        store = FaultInjectingStore(self.store, clock)
+        store = FaultInjectingStore(self.store_layer(name, self.store), clock)
         sink = FaultInjectingSink(self.sink, clock)
         metrics: InMemoryMetrics = self.container.metrics()
         worker: Worker = self.container.core.worker(
