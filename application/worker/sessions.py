@@ -75,8 +75,8 @@ class Sessions:
 
     @property
     def capacity_free(self) -> int:
-        """Room by capacity alone, for taking over a dead worker's connections: those have
-        been down for a lease already, so they are taken at once and balanced afterwards."""
+        """Room by capacity alone: for a dead worker's connections past the placement grace
+        (they have been down a lease already), and as the bound of every other room."""
         if not self._keeper.trusted:
             return 0
         return self._ctx.config.max_connections - self._held()
