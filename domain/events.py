@@ -135,5 +135,15 @@ class SessionEnded(SessionEvent):
     reason: str
 
 
+@attrs.frozen(kw_only=True)
+class SessionExpired(SessionEvent):
+    """Found dead without having ended: its last renew ran out at `expired_at_ms`, and
+    `found_by` (the finding worker's session) recorded it at `at_ms`. Once, by the first to
+    find it."""
+
+    expired_at_ms: int
+    found_by: str
+
+
 # Session events that stores log (the renewals only move the current state, as checkpoints do).
-SESSION_LOG_EVENTS: tuple[type[SessionEvent], ...] = (SessionOpened, SessionEnded)
+SESSION_LOG_EVENTS: tuple[type[SessionEvent], ...] = (SessionOpened, SessionEnded, SessionExpired)
