@@ -34,10 +34,13 @@ class StopRequested(Event):
 @attrs.frozen(kw_only=True)
 class LeaseAcquired(Event):
     """A lease granted on a connection that was never leased or was released cleanly.
-    `owner` is the acquiring worker session."""
+    `owner` is the acquiring worker session; `free_since_ms` when the connection became free
+    to take: its release, (re)start or the end of its back-off, whichever was last (0 in
+    events recorded before it was kept)."""
 
     owner: str
     token: int
+    free_since_ms: int = 0
 
 
 @attrs.frozen(kw_only=True)
