@@ -181,7 +181,7 @@ async def reconcile(
             due = ctx.clock.monotonic() >= full_due or now >= backoff_ends_at
             if dead - seen_dead or due or (starved and sessions.free > 0):
                 starved, withheld = await _take_orphans(ctx, sessions, now)
-                await _note_expiries(ctx, listed, now, keeper.session_id or ctx.worker_id)
+                await _note_expiries(ctx, listed, now, keeper.session_id)
                 await _forget_dead_sessions(ctx, listed, now)
                 # From the scan's own `now`: a back-off that ended while the orphans were
                 # being taken was not in the scan, and asking from later would skip it too.
@@ -244,11 +244,21 @@ async def _note_expiries(
     """Record in each expired session's history that it expired and that this worker found it
     (an ended one says so itself). After the takeovers, not before: the record writes the
     session's item, which every takeover of its connections checks, and a takeover is what
-    must not wait. Every worker that sees the death asks; the store keeps the first."""
-    for session in listed:
-        if session.status(now_ms) is not SessionStatus.EXPIRED or session.expiry_noted:
-            continue
-        if await ctx.store.note_expiry(session.session_id, finder, now_ms):
+    must not wait. One survivor asks: the live session first by id in the listing, which
+    every survivor reads alike (should two ask, or that one die first, the store keeps the
+    first record, and the next survivor's scan asks again). Side by side: an AZ's worth of
+    deaths costs the loop one round trip, not one per death."""
+    live = sorted(s.session_id for s in listed if s.is_live(now_ms))
+    if not live or live[0] != finder:
+        return
+    expired = [
+        s for s in listed if s.status(now_ms) is SessionStatus.EXPIRED and not s.expiry_noted
+    ]
+    noted = await gather_all(
+        *(ctx.store.note_expiry(s.session_id, finder, now_ms) for s in expired)
+    )
+    for session, first in zip(expired, noted, strict=True):
+        if first:
             log.info(
                 "worker session %s found expired (its last renew ran out at %d)",
                 session.session_id,
