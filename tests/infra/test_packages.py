@@ -1,7 +1,12 @@
 """The repository's two distributions: the service (pyproject.toml, `pip wheel .`) and its dev
-tooling, wsfleet-dev (dev/pyproject.toml). Both wheels are built from a copy of the sources (a
-stale build/ directory would leak files into a wheel) and compared; then the service's wheel,
-installed alone, imports every module it ships and answers the dev commands with one line."""
+tooling, wsfleet-dev (dev/pyproject.toml). Both wheels are built from a copy of the sources and
+compared; then the service's wheel, installed alone, imports every module it ships and answers
+the dev commands with one line.
+
+The copy has no build/ directory (setuptools puts whatever an earlier build left in build/lib
+into the next wheel: `make clean` after building a wheel at a commit before the split), but it
+has the wsfleet.egg-info/SOURCES.txt an editable install leaves in every checkout, listing
+every module: setuptools adds those back as package data unless the service turns it off."""
 
 import importlib.util
 import os
@@ -48,6 +53,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name in ("pyproject.toml", "README.md", "dev/pyproject.toml"):
         (source / name).parent.mkdir(exist_ok=True)
         shutil.copy(REPO / name, source / name)
+    (source / "wsfleet.egg-info").mkdir()
+    listed = sorted(p.relative_to(source).as_posix() for p in source.rglob("*.py"))
+    (source / "wsfleet.egg-info" / "SOURCES.txt").write_text("\n".join(listed) + "\n")
     out = tmp_path_factory.mktemp("wheels")
     command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
     subprocess.run([*command, "-w", str(out), ".", "./dev"], cwd=source, check=True)
