@@ -5,6 +5,7 @@ a refusal) while its path to the upstream and the other host's to the database s
 whatever ends the block, no namespace, interface or process of it is left."""
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from entrypoints.devstack.netns import HERE, Network
 from entrypoints.devstack.postgres import locate, open_local_postgres
 from entrypoints.devstack.simulator import SimulatorProcess
 from tests.support import postgres as postgres_support
-from tests.support.netns import require_namespaces
+from tests.support.netns import missing_namespaces, require_namespaces
 
 LAYOUT = {"db": ("w1", "w2", HERE), "up": ("w1", "w2", HERE)}
 # Connects once and says how it went: "connected", "timeout" (the packets went nowhere) or the
@@ -108,3 +109,32 @@ def test_a_name_that_cannot_make_an_interface_name_is_refused() -> None:
 
 def _ip(*args: str) -> str:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_the_namespaces_of_a_run_whose_process_is_gone_are_removed_by_the_next() -> None:
+    require_namespaces()
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    stale = f"wsf-{ended.pid}-abcd-w1"
+    _ip("netns", "add", stale)
+    try:
+        with netns.network({"db": ("w1",)}):
+            assert stale not in _ip("netns", "list").split()
+    finally:
+        subprocess.run(["ip", "netns", "delete", stale], capture_output=True, check=False)
+
+
+def test_under_ci_a_root_that_cannot_make_namespaces_fails_and_not_root_skips(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(pytest.fail.Exception, match=r"CI=true, running as root.*no netns here"):
+        missing_namespaces("no netns here")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(pytest.skip.Exception, match="cannot be made here: needs root"):
+        missing_namespaces("needs root")
+    monkeypatch.delenv("CI")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(pytest.skip.Exception, match="no netns here"):
+        missing_namespaces("no netns here")
