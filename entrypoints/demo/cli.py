@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from application.errors import ApplicationError, ConfigurationError
-from entrypoints.cli.options import BACKENDS, PREFIX
+from entrypoints.backends import NAMES as BACKENDS
+from entrypoints.cli.options import PREFIX
 from entrypoints.demo.options import DemoError, DemoOptions
 from entrypoints.devstack.process import ProcessError, Processes
 

@@ -16,6 +16,7 @@ from adapters.sqs.schema import MAX_VISIBILITY_TIMEOUT_S
 from adapters.websocket import WebSocketOptions
 from adapters.websocket.tls_buffer import MAX_TLS_READ_BUFFER, MIN_TLS_READ_BUFFER
 from application.config import WorkerConfig
+from entrypoints.backends import NAMES as BACKEND_NAMES
 from entrypoints.settings.kinds import (
     Choice,
     Flag,
@@ -81,7 +82,7 @@ _PROCESS = (
     _s(
         "BACKEND",
         "backend",
-        Choice("embedded", "aws", "postgres"),
+        Choice(*BACKEND_NAMES),
         "embedded",
         "Where state lives: `embedded` (SQLite files under WSFLEET_DATA_DIR, one host), `aws` "
         "(DynamoDB, SQS, CloudWatch) or `postgres` (one PostgreSQL database, "
