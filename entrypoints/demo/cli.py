@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ignores WSFLEET_* variables other than WSFLEET_BACKEND; --backend aws starts DynamoDB "
         "Local and a moto server for SQS (moto alone, and says so, without java or DynamoDB "
         "Local: `make dynamodb-local`), or uses --endpoint-url, with tables and a queue named "
-        "for the run. "
+        "for the run; --backend postgres starts a throwaway PostgreSQL server (the pgserver "
+        "wheel of the test extra) with a fresh, migrated database. "
         "Exit codes: 0 every invariant held, 1 an invariant broke or the demo could not run, "
         "2 bad arguments."
     )
