@@ -94,3 +94,40 @@ async def test_a_restart_ends_every_session_and_keeps_the_data_address_and_port(
         finally:
             await after.close()
     assert "ready to accept connections" in (tmp_path / "postgres-2.log").read_text()
+
+
+async def test_open_postgres_is_a_migrated_deployment_its_image_workers_can_run_on(
+    postgres_server: LocalPostgres,
+) -> None:
+    """The dev stack's postgres deployment: a fresh database, migrated, seen through the
+    production container; its variables point a process there, and it never shows the
+    password."""
+    from entrypoints.devstack.backends import open_postgres
+    from entrypoints.devstack.workers import AWS_WORKER
+
+    harness = {"WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true"}
+    async with open_postgres(postgres_server, harness) as deployment:
+        outcome = await deployment.router.start("feed", "ws://127.0.0.1:9/stream/feed")
+        stored = await deployment.store.get("feed")
+        messages = await deployment.messages("feed")
+        url = deployment.env["WSFLEET_POSTGRES_URL"]
+        conn = await asyncpg.connect(url)
+        try:
+            version = await conn.fetchval("SELECT version FROM schema_version")
+        finally:
+            await conn.close()
+        shown = f"{deployment!r} {deployment.where} {deployment.engine}"
+
+    assert outcome.changed
+    assert stored is not None
+    assert messages == []
+    assert version == 1
+    assert deployment.env["WSFLEET_BACKEND"] == "postgres"
+    assert deployment.worker_argv("w1") == list(AWS_WORKER)
+    assert postgres_server.password not in shown
+    name = url.rsplit("/", 1)[1]
+    admin = await asyncpg.connect(postgres_server.url())
+    try:
+        assert await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name) is None
+    finally:
+        await admin.close()
