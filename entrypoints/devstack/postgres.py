@@ -244,6 +244,10 @@ def local_postgres(
     root = Path(tempfile.mkdtemp(prefix="wsfleet-postgres-"))
     try:
         data_dir, password = _initdb(found, root, user)
+        if host != "127.0.0.1":
+            # initdb lets in loopback clients only; on a LAN of its own (netns.py) its hosts.
+            with (data_dir / "pg_hba.conf").open("a") as hba:
+                hba.write("host all all samenet scram-sha-256\n")
         process, port = _serve(found, data_dir, log_dir, user, attempts, host, launcher)
         try:
             yield LocalPostgres(

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from entrypoints.devstack import netns
@@ -57,6 +58,7 @@ async def test_a_cut_database_link_drops_its_packets_while_the_upstream_path_sta
             await sim.start()
             try:
                 assert sim.base_url == f"ws://{up}:{sim.port}"
+                assert await _select_one(pg.url()) == 1  # a password login from a LAN host
                 for host in ("w1", "w2", HERE):
                     assert await connect_from(net, host, db, pg.port) == "connected", host
                     assert await connect_from(net, host, up, sim.port) == "connected", host
@@ -105,6 +107,14 @@ def test_a_name_that_cannot_make_an_interface_name_is_refused() -> None:
         netns.network({"database1": ("w1",)}).__enter__()
     with pytest.raises(ValueError, match="serves it"):
         netns.network({"db": ("db",)}).__enter__()
+
+
+async def _select_one(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval("SELECT 1"))
+    finally:
+        await conn.close()
 
 
 def _ip(*args: str) -> str:
