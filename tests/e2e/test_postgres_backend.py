@@ -7,6 +7,7 @@ password, each with exit 2 and never the password."""
 import asyncio
 import json
 import signal
+import socket
 import sys
 import urllib.request
 from pathlib import Path
@@ -198,3 +199,16 @@ async def test_a_missing_malformed_or_refused_url_exits_2_without_the_password(
         assert PASSWORD_WORD not in stderr
         assert password not in stderr
         assert "Traceback" not in stderr
+
+
+async def test_a_database_that_does_not_answer_at_start_is_exit_1_not_a_traceback() -> None:
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        url = f"postgresql://u:{PASSWORD_WORD}@127.0.0.1:{port}/db"
+        code, stderr = await run_worker(backend(url))
+
+    assert code == 1, stderr
+    assert "wsfleet worker: StoreUnavailable: PostgreSQL: " in stderr
+    assert PASSWORD_WORD not in stderr
+    assert "Traceback" not in stderr
