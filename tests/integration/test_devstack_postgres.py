@@ -2,12 +2,19 @@
 127.0.0.1 with a password, stopped and removed with its directory; a missing install is named,
 and under CI=true it fails the tests that need it instead of skipping them."""
 
+import asyncio
 from pathlib import Path
 
 import asyncpg
 import pytest
 
-from entrypoints.devstack.postgres import LocalPostgres, fresh_database, local_postgres, locate
+from entrypoints.devstack.postgres import (
+    LocalPostgres,
+    fresh_database,
+    local_postgres,
+    locate,
+    open_local_postgres,
+)
 from entrypoints.devstack.service import ServiceError
 from tests.support import postgres as support
 
@@ -65,6 +72,28 @@ def test_under_ci_a_missing_server_fails_and_elsewhere_skips(
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="no binaries"):
         support.missing_server("no binaries")
+
+
+async def test_a_restart_ends_every_session_and_keeps_the_data_address_and_port(
+    tmp_path: Path,
+) -> None:
+    if isinstance(found := locate(), str):
+        support.missing_server(found)
+    async with open_local_postgres(tmp_path) as server:
+        before = await asyncpg.connect(server.url())
+        try:
+            await before.execute("CREATE TABLE kept (n int); INSERT INTO kept VALUES (7)")
+            await asyncio.to_thread(server.restart)
+            with pytest.raises((asyncpg.PostgresConnectionError, asyncpg.InterfaceError, OSError)):
+                await before.fetchval("SELECT 1")
+        finally:
+            await before.close(timeout=1)
+        after = await asyncpg.connect(server.url())
+        try:
+            assert await after.fetchval("SELECT n FROM kept") == 7
+        finally:
+            await after.close()
+    assert "ready to accept connections" in (tmp_path / "postgres-2.log").read_text()
 
 
 async def test_open_postgres_is_a_migrated_deployment_its_image_workers_can_run_on(
