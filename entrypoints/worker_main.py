@@ -4,7 +4,7 @@ postgres); the embedded one runs under `wsfleet worker`, which prepares its data
 
 Exit codes: 0 after a graceful shutdown; 2 for invalid configuration (one line per problem on
 stderr, naming the variable and what it allows; no stack trace), a worker id another live
-worker runs under included; 1 if the worker crashed;
+worker runs under included; 1 if the worker crashed, or its backend did not answer at start;
 128 + N after an exit forced by signal N (SIGQUIT, or a deliberate second SIGINT: see
 entrypoints/worker/signals.py); 70 if the graceful shutdown overran its budget.
 """
@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-from application.errors import ConfigurationError
+from application.errors import ApplicationError, ConfigurationError
 from application.worker.worker import Worker
 from entrypoints.backends import BACKENDS, backend_of, new_container
 from entrypoints.chaos import chaos_faults
@@ -53,6 +53,9 @@ def main(environ: Mapping[str, str] | None = None) -> int:
     except ConfigurationError as exc:  # found while opening adapters (a sink that won't load)
         print(f"wsfleet worker: {exc}", file=sys.stderr)
         return EXIT_CONFIGURATION
+    except ApplicationError as exc:  # the backend did not answer at start (a database down)
+        print(f"wsfleet worker: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_CRASHED
 
 
 async def run(settings: Settings, environ: Mapping[str, str]) -> int:

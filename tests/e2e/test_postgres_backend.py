@@ -7,7 +7,9 @@ password, each with exit 2 and never the password."""
 import asyncio
 import json
 import signal
+import socket
 import sys
+import urllib.request
 from pathlib import Path
 from subprocess import CompletedProcess
 from typing import Any
@@ -34,6 +36,11 @@ async def cli(args: list[str], cwd: Path, env: dict[str, str]) -> "CompletedProc
     return result
 
 
+def http_get(url: str) -> tuple[int, Any]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, json.loads(response.read())
+
+
 async def until(condition: Any, what: str, timeout_s: float = 30.0) -> None:
     """Polls `condition` (a coroutine function) until it holds."""
     try:
@@ -47,10 +54,11 @@ async def until(condition: Any, what: str, timeout_s: float = 30.0) -> None:
 async def test_migrate_then_a_worker_streams_and_every_command_sees_it(
     postgres_url: str, tmp_path: Path
 ) -> None:
-    """GIVEN a fresh database, `wsfleet migrate`, the simulator and one image worker
+    """GIVEN a fresh database, `wsfleet migrate`, the simulator, `wsfleet api` and one image
+    worker
     WHEN a connection is STARTed with `wsfleet start`
-    THEN the worker streams it, `status`, `messages` and `history` show it, `stop` releases it
-    with its checkpoint, and the worker exits 0 on SIGTERM."""
+    THEN the worker streams it, `status`, `messages`, `history` and the API show it, `stop`
+    releases it with its checkpoint, and the worker and the API exit 0 on SIGTERM."""
     env = {**FAST, **backend(postgres_url)}
     first = await cli(["migrate"], tmp_path, env)
     again = await cli(["migrate"], tmp_path, env)
@@ -60,11 +68,13 @@ async def test_migrate_then_a_worker_streams_and_every_command_sees_it(
     simulator = await cli_process(
         "simulator", ["simulate-upstream", "--port", "0", "--rate", "20"], tmp_path, {}
     ).start()
+    api = await cli_process("api", ["api", "--port", "0"], tmp_path, env).start()
     worker = await worker_process(
         "pg-w1", {**env, "WSFLEET_WORKER_ID": "pg-w1-0"}, tmp_path
     ).start()
     try:
         sim_url = (await simulator.wait_for_line(r"listening on (ws://\S+)")).group(1)
+        api_url = (await api.wait_for_line(r"listening on (http://\S+) \(postgres\)")).group(1)
         await worker.wait_healthy()
         started = await cli(["start", "feed", f"{sim_url}/stream/feed", "--json"], tmp_path, env)
         assert json.loads(started.stdout)["result"] == "accepted"
@@ -87,6 +97,8 @@ async def test_migrate_then_a_worker_streams_and_every_command_sees_it(
         assert name_of(worker_of(view["owner"])) == "pg-w1"
         [session] = status["sessions"]
         assert (session["session_id"], session["status"]) == (view["owner"], "LIVE")
+        code, via_api = await asyncio.to_thread(http_get, f"{api_url}/connections/feed")
+        assert (code, via_api["owner"]) == (200, view["owner"])
 
         history = json.loads((await cli(["history", "feed", "--json"], tmp_path, env)).stdout)
         assert [e["type"] for e in history["events"]][:2] == ["ConnectionStarted", "LeaseAcquired"]
@@ -105,11 +117,12 @@ async def test_migrate_then_a_worker_streams_and_every_command_sees_it(
         assert release["reason"] == "stopped", release
         assert release["checkpoint_seq"] >= 5, release
 
-        worker.signal(signal.SIGTERM)
-        assert await worker.wait(15) == 0, worker.tail()
+        for process in (worker, api):
+            process.signal(signal.SIGTERM)
+            assert await process.wait(15) == 0, process.tail()
     finally:
-        await worker.kill()
-        await simulator.kill()
+        for process in (worker, api, simulator):
+            await process.kill()
 
 
 @pytest.mark.parametrize("name", ["embedded", "aws"])
@@ -186,3 +199,16 @@ async def test_a_missing_malformed_or_refused_url_exits_2_without_the_password(
         assert PASSWORD_WORD not in stderr
         assert password not in stderr
         assert "Traceback" not in stderr
+
+
+async def test_a_database_that_does_not_answer_at_start_is_exit_1_not_a_traceback() -> None:
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        url = f"postgresql://u:{PASSWORD_WORD}@127.0.0.1:{port}/db"
+        code, stderr = await run_worker(backend(url))
+
+    assert code == 1, stderr
+    assert "wsfleet worker: StoreUnavailable: PostgreSQL: " in stderr
+    assert PASSWORD_WORD not in stderr
+    assert "Traceback" not in stderr
