@@ -72,7 +72,7 @@ async def postgres_queue(
     queue = PostgresNotificationQueue(
         PostgresDatabase(pool, QueueUnavailable),
         clock,
-        listen_url=postgres_url(settings),
+        listen_url=settings.postgres_listen_url or postgres_url(settings),
         # The visibility timeout has the same meaning as on SQS; 0 is allowed there only.
         visibility_timeout_s=max(1, settings.hint_visibility_timeout_s),
     )

@@ -53,6 +53,7 @@ class Settings:
     sessions_table: str
     queue_url: str | None
     postgres_url: str | None = attrs.field(repr=False)  # may hold a password: never shown
+    postgres_listen_url: str | None = attrs.field(repr=False)
     postgres_pool_size: int
     postgres_prepared_statements: bool
     orphan_shards: int
@@ -158,10 +159,15 @@ def _postgres_problems(settings: Settings) -> list[str]:
             f"{PREFIX}POSTGRES_URL: required when {PREFIX}BACKEND=postgres (a libpq URI, "
             "postgresql://user@host:5432/database)"
         ]
-    if settings.backend != "postgres" and settings.postgres_url:
+    if settings.backend != "postgres":
         return [
-            f"{PREFIX}POSTGRES_URL=(hidden): only read with {PREFIX}BACKEND=postgres, "
+            f"{PREFIX}{name}=(hidden): only read with {PREFIX}BACKEND=postgres, "
             f"not {settings.backend}"
+            for name, value in (
+                ("POSTGRES_URL", settings.postgres_url),
+                ("POSTGRES_LISTEN_URL", settings.postgres_listen_url),
+            )
+            if value
         ]
     return []
 

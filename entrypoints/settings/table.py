@@ -369,6 +369,18 @@ _POSTGRES = (
         secret=True,
     ),
     _s(
+        "POSTGRES_LISTEN_URL",
+        "postgres_listen_url",
+        PostgresUrl(),
+        None,
+        "Where the hint queue's LISTEN connection goes, when not to WSFLEET_POSTGRES_URL: "
+        "behind PgBouncer in transaction mode, which does not pass notifications on, the "
+        "server itself (same database). Unset: WSFLEET_POSTGRES_URL. Without working "
+        "notifications the queue still polls every second. A secret like the URL.",
+        BOTH,
+        secret=True,
+    ),
+    _s(
         "POSTGRES_POOL_SIZE",
         "postgres_pool_size",
         Number(integer=True, minimum=1, maximum=1000),

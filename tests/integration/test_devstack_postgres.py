@@ -131,3 +131,25 @@ async def test_open_postgres_is_a_migrated_deployment_its_image_workers_can_run_
         assert await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name) is None
     finally:
         await admin.close()
+
+
+@pytest.mark.parametrize("name", ["embedded", "postgres"])
+async def test_the_registry_starts_a_backend_for_a_run_on_this_machine(
+    name: str, tmp_path: Path
+) -> None:
+    """What the demo and the benchmarks open for a backend without flags of its own: its
+    services under the run directory, a deployment on them, all gone afterwards."""
+    from entrypoints.devstack.backends import start_backend
+
+    if name == "postgres" and isinstance(found := locate(), str):
+        support.missing_server(found)
+    async with start_backend(name, tmp_path, {"WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true"}) as d:
+        await d.router.start("feed", "ws://127.0.0.1:9/stream/feed")
+        started = await d.store.get("feed")
+        server = d.postgres
+
+    assert d.name == d.env["WSFLEET_BACKEND"] == name
+    assert started is not None
+    assert (server is not None) == (name == "postgres")
+    if server is not None:  # the throwaway server was stopped and removed
+        assert not server.data_dir.exists()

@@ -233,6 +233,18 @@ def test_the_postgres_backend_takes_its_url_pool_and_statement_cache() -> None:
         ),
         ({"WSFLEET_POSTGRES_URL": PG_URL}, "WSFLEET_POSTGRES_URL=(hidden): only read with"),
         (
+            {"WSFLEET_POSTGRES_LISTEN_URL": PG_URL},
+            "WSFLEET_POSTGRES_LISTEN_URL=(hidden): only read with",
+        ),
+        (
+            {
+                "WSFLEET_BACKEND": "postgres",
+                "WSFLEET_POSTGRES_URL": PG_URL,
+                "WSFLEET_POSTGRES_LISTEN_URL": "Pa55-word",
+            },
+            "WSFLEET_POSTGRES_LISTEN_URL=(hidden): expected postgresql://",
+        ),
+        (
             {
                 "WSFLEET_BACKEND": "postgres",
                 "WSFLEET_POSTGRES_URL": PG_URL,
