@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import machine
-from bench.backends import Backend, open_aws_backend, open_embedded_backend
+from bench.backends import Backend, open_backend
 from bench.balance import run_balance
 from bench.capacity import run_capacity, run_floor
 from bench.cost import run_cost
@@ -62,11 +62,7 @@ async def per_backend(
     failures: list[dict[str, Any]] = []
     for name in args.backends:
         async with AsyncExitStack() as stack:
-            backend: Backend = await stack.enter_async_context(
-                open_aws_backend(log_dir, name=f"{suite}-local-aws")
-                if name == "aws"
-                else open_embedded_backend(log_dir / f"{suite}-embedded-data")
-            )
+            backend: Backend = await stack.enter_async_context(open_backend(name, log_dir, suite))
             rate = rate_of(backend)
             sim = await simulator(log_dir, rate=rate, name=f"{name}-{suite}-simulator").start()
             stack.push_async_callback(sim.stop)

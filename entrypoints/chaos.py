@@ -28,8 +28,8 @@ log = logging.getLogger(__name__)
 
 @asynccontextmanager
 async def chaos_faults(container: Any, settings: Settings) -> AsyncIterator[None]:
-    """Wrap the worker's store, sink and clock in `container` (AwsContainer or
-    EmbeddedContainer: both have `store`, `sink` and `core`) for as long as the context lasts.
+    """Wrap the worker's store, sink and clock in `container` (any backend's: each has
+    `store`, `sink` and `core`) for as long as the context lasts.
     Enter it before asking the container for the worker."""
     if settings.chaos_control is None:
         yield

@@ -18,6 +18,7 @@ from adapters.websocket import UpstreamHook
 from application.errors import ConfigurationError
 from application.ports import MessageReader, MessageSink
 from entrypoints.settings import Settings
+from entrypoints.settings.load import SINKS_OF_BACKEND
 
 SINK_VARIABLE = "WSFLEET_MESSAGE_SINK"
 HOOK_VARIABLE = "WSFLEET_UPSTREAM_HOOK"
@@ -105,7 +106,8 @@ def no_reader(settings: Settings) -> MessageReader:
     """`wsfleet messages` with a sink of the team's own: only the built-in sinks are read."""
     raise ConfigurationError(
         f"{SINK_VARIABLE}={settings.message_sink}: `wsfleet messages` reads the built-in sinks "
-        "only (the DynamoDB messages table, messages.sqlite); read your sink where it stores"
+        "only (the DynamoDB messages table, messages.sqlite, PostgreSQL's messages table); "
+        "read your sink where it stores"
     )
 
 
@@ -115,5 +117,5 @@ def sink_choice(settings: Settings) -> str:
     a built-in sink the backend cannot run."""
     sink = settings.message_sink
     if sink is None:
-        return "sqlite" if settings.backend == "embedded" else "dynamodb"
+        return SINKS_OF_BACKEND[settings.backend][0]
     return "custom" if ":" in sink else sink

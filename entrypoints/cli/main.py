@@ -31,7 +31,8 @@ DESCRIPTION = """\
 Run and operate a wsfleet: workers that hold long-lived outbound WebSocket connections with
 exactly one owner each. The embedded backend (default) keeps everything in SQLite files under
 the data directory, for one host; --backend aws uses DynamoDB and SQS (--endpoint-url for a
-local emulator such as moto)."""
+local emulator such as moto); --backend postgres one PostgreSQL database
+(WSFLEET_POSTGRES_URL; `wsfleet migrate` first)."""
 
 EPILOG = """\
 exit codes: 0 success; 1 refused (invalid id or URL, unknown connection, conflict) or the
@@ -156,6 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per line, every field")
     p.add_argument("--interval", type=_seconds, default=1.0, help="--follow: seconds between reads")
     p.add_argument("--page", type=_positive, default=1000, help="messages read per request")
+
+    command(
+        "migrate",
+        "bring the backend's database schema to this wsfleet's version (postgres; before the "
+        "workers of a new version start)",
+        "migrate:migrate",
+    )
 
     p = command(
         "end-session",

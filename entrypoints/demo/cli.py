@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from application.errors import ApplicationError, ConfigurationError
-from entrypoints.cli.options import BACKENDS, PREFIX
+from entrypoints.backends import NAMES as BACKENDS
+from entrypoints.cli.options import PREFIX
 from entrypoints.demo.options import DemoError, DemoOptions
 from entrypoints.devstack.process import ProcessError, Processes
 
@@ -45,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ignores WSFLEET_* variables other than WSFLEET_BACKEND; --backend aws starts DynamoDB "
         "Local and a moto server for SQS (moto alone, and says so, without java or DynamoDB "
         "Local: `make dynamodb-local`), or uses --endpoint-url, with tables and a queue named "
-        "for the run. "
+        "for the run; --backend postgres starts a throwaway PostgreSQL server (the pgserver "
+        "wheel of the test extra) with a fresh, migrated database. "
         "Exit codes: 0 every invariant held, 1 an invariant broke or the demo could not run, "
         "2 bad arguments."
     )

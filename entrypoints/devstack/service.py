@@ -88,9 +88,12 @@ class Service:
         *,
         user: str | None = None,
         stop_signal: signal.Signals = signal.SIGTERM,
+        launcher: Sequence[str] = (),
     ) -> "Service":
         """`user`: run as that account (with its primary group and no other), for a server
-        that refuses to run as root (the caller must be allowed to change user)."""
+        that refuses to run as root (the caller must be allowed to change user). `launcher`:
+        an argv prefix that execs the rest elsewhere, still as the caller (`ip netns exec NS`,
+        netns.py): it comes before the change of user, which would take its rights away."""
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"{name}.log"
         command = list(argv)
@@ -101,6 +104,7 @@ class Service:
             as_user = {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
         else:
             command = dying_with_parent(command)
+        command = [*launcher, *command]
         with log_path.open("wb") as log:  # the child keeps its own descriptor
             process = subprocess.Popen(
                 command,

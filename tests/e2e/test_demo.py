@@ -1,4 +1,4 @@
-"""`wsfleet demo --quick` (what `make demo` runs, shortened) on both backends: it finishes by
+"""`wsfleet demo --quick` (what `make demo` runs, shortened) on every backend: it finishes by
 itself, ends every process it started, and its own summary, computed from the simulator's
 records and the sink, reports no loss, no duplicate and one subscriber at a time."""
 
@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from entrypoints.devstack.postgres import locate
 from tests.e2e.cli_process import run_cli
+from tests.support.postgres import missing_server
 
 
 def alive(pid: int) -> bool:
@@ -24,10 +26,12 @@ def alive(pid: int) -> bool:
 # xdist workers on a loaded machine (load 9) one run of three saw "not ended cleanly
 # (checkpoint 85, emitted 86)", so it runs with the `serial` tests (Makefile, `test`).
 @pytest.mark.serial
-@pytest.mark.parametrize("backend", ["embedded", "aws"])
+@pytest.mark.parametrize("backend", ["embedded", "aws", "postgres"])
 def test_quick_demo_reports_no_loss_no_duplicate_and_one_owner_at_a_time(
     tmp_path: Path, backend: str
 ) -> None:
+    if backend == "postgres" and isinstance(missing := locate(), str):
+        missing_server(missing)
     # aws: the demo starts (and warms up) its own DynamoDB Local, 20-30 s on a loaded machine.
     result = run_cli(["demo", "--quick", "--json", "--backend", backend], tmp_path, timeout_s=240)
 
