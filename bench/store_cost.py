@@ -93,6 +93,8 @@ async def per_operation(store: DynamoDbConnectionStore, meter: Meter) -> dict[st
     await m("start (restart)", store.start("c1", URL, dead_at + 3))
     await store.try_acquire("c1", "s2", dead_at + 4)
     await m("end_stream", store.end_stream("c1", "s2", 4, 21, dead_at + 5))
+    await m("note_expiry", store.note_expiry("s1", "s2", dead_at + 6))
+    await m("note_expiry (already noted)", store.note_expiry("s1", "s2", dead_at + 6))
     await m("end_session", store.end_session("s2", "shutdown", dead_at + 6))
     await m("forget_session", store.forget_session("s1", dead_at + 7))
     assert await store.forget_session("s2", dead_at + 8)  # no dead session lingers below

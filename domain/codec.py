@@ -16,6 +16,7 @@ from domain.events import (
     LeaseTakenOver,
     SessionEnded,
     SessionEvent,
+    SessionExpired,
     SessionOpened,
     SessionRenewed,
     StopRequested,
@@ -43,7 +44,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
 _E = TypeVar("_E", Event, SessionEvent)
 
 SESSION_EVENT_TYPES: dict[str, type[SessionEvent]] = {
-    cls.__name__: cls for cls in (SessionOpened, SessionRenewed, SessionEnded)
+    cls.__name__: cls for cls in (SessionOpened, SessionRenewed, SessionEnded, SessionExpired)
 }
 
 

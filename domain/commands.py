@@ -107,4 +107,15 @@ class EndSession:
     reason: str
 
 
-SessionCommand = OpenSession | RenewSession | EndSession
+@attrs.frozen
+class NoteExpiry:
+    """Record that the session was found expired (not renewed in time, not ended) by
+    `found_by`, the finder's own session id: the session's log then says when it died and who
+    saw it. Refused for a live session; idempotent (the first finder's record stands); nothing
+    for an ended session, whose SessionEnded says it already."""
+
+    session_id: str
+    found_by: str
+
+
+SessionCommand = OpenSession | RenewSession | EndSession | NoteExpiry

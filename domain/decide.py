@@ -154,7 +154,10 @@ def _acquire(state: Connection | None, cmd: Acquire, v: _Versions) -> list[Event
                 previous_token=conn.token,
             )
         ]
-    return [LeaseAcquired(**v.next(), owner=cmd.session_id, token=token)]
+    # Free since its last change (a release, start or restart: nothing else changes an
+    # unowned connection), or since its back-off ended.
+    free_since = max(conn.updated_at_ms, conn.not_before_ms)
+    return [LeaseAcquired(**v.next(), owner=cmd.session_id, token=token, free_since_ms=free_since)]
 
 
 def _record_checkpoint(state: Connection | None, cmd: Checkpoint, v: _Versions) -> list[Event]:

@@ -10,12 +10,18 @@ from typing import Any
 
 import attrs
 
-from domain.commands import EndSession, OpenSession, RenewSession, SessionCommand
+from domain.commands import EndSession, NoteExpiry, OpenSession, RenewSession, SessionCommand
 from domain.decide import positive
 from domain.errors import InvalidCommand, InvalidTransition, SessionNotLive
-from domain.events import SessionEnded, SessionEvent, SessionOpened, SessionRenewed
+from domain.events import (
+    SessionEnded,
+    SessionEvent,
+    SessionExpired,
+    SessionOpened,
+    SessionRenewed,
+)
 from domain.identifiers import validate_session_id
-from domain.state import WorkerSession
+from domain.state import SessionStatus, WorkerSession
 
 
 def decide_session(
@@ -59,6 +65,20 @@ def decide_session(
             if state.ended_reason is not None:
                 return []  # ended already: the first reason stands
             return [SessionEnded(**common, reason=reason[:200] or "ended")]
+        case NoteExpiry(found_by=found_by):
+            if not 1 <= len(found_by) <= 256 or not found_by.isprintable():
+                raise InvalidCommand("found_by must be the finder's session id, 1-256 printable")
+            if state is None:
+                raise SessionNotLive(f"worker session {command.session_id!r} is unknown")
+            found = state.status(now_ms)
+            if found is SessionStatus.LIVE:
+                raise InvalidCommand(
+                    f"worker session {command.session_id!r} has not expired: it is live "
+                    f"until {state.expires_at_ms} (now {now_ms})"
+                )
+            if found is SessionStatus.ENDED or state.expiry_noted:
+                return []  # its end is in the log already, or the first finder's record is
+            return [SessionExpired(**common, expired_at_ms=state.expires_at_ms, found_by=found_by)]
     raise InvalidCommand(f"unknown session command {type(command).__name__}")
 
 
@@ -88,6 +108,13 @@ def evolve_session(state: WorkerSession | None, event: SessionEvent) -> WorkerSe
             )
         case SessionEnded(reason=reason):
             return attrs.evolve(state, **common, ended_reason=reason)
+        case SessionExpired():
+            if state.ended_reason is not None or event.at_ms <= state.expires_at_ms:
+                raise InvalidTransition(
+                    f"SessionExpired at {event.at_ms} cannot follow session "
+                    f"{event.session_id!r}, which ended or is live until {state.expires_at_ms}"
+                )
+            return attrs.evolve(state, **common)  # updated past the expiry: `expiry_noted`
     raise InvalidTransition(f"unknown session event {type(event).__name__}")
 
 

@@ -34,10 +34,13 @@ class StopRequested(Event):
 @attrs.frozen(kw_only=True)
 class LeaseAcquired(Event):
     """A lease granted on a connection that was never leased or was released cleanly.
-    `owner` is the acquiring worker session."""
+    `owner` is the acquiring worker session; `free_since_ms` when the connection became free
+    to take: its release, (re)start or the end of its back-off, whichever was last (0 in
+    events recorded before it was kept)."""
 
     owner: str
     token: int
+    free_since_ms: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -135,5 +138,15 @@ class SessionEnded(SessionEvent):
     reason: str
 
 
+@attrs.frozen(kw_only=True)
+class SessionExpired(SessionEvent):
+    """Found dead without having ended: its last renew ran out at `expired_at_ms`, and
+    `found_by` (the finding worker's session) recorded it at `at_ms`. Once, by the first to
+    find it."""
+
+    expired_at_ms: int
+    found_by: str
+
+
 # Session events that stores log (the renewals only move the current state, as checkpoints do).
-SESSION_LOG_EVENTS: tuple[type[SessionEvent], ...] = (SessionOpened, SessionEnded)
+SESSION_LOG_EVENTS: tuple[type[SessionEvent], ...] = (SessionOpened, SessionEnded, SessionExpired)

@@ -65,6 +65,14 @@ class WorkerSession:
     def is_live(self, now_ms: int) -> bool:
         return self.status(now_ms) is SessionStatus.LIVE
 
+    @property
+    def expiry_noted(self) -> bool:
+        """SessionExpired is recorded. Read off the state rather than kept in a field of its
+        own: nothing else moves a session that has not ended past its expiry (an open or a
+        renew always sets the expiry after its own time), so no store's row needed a column
+        for it (docs/decisions.md)."""
+        return self.ended_reason is None and self.updated_at_ms > self.expires_at_ms
+
 
 # The sessions a decision may consult, by id. A missing session is a dead one: its item was
 # never written or was cleaned up after it died.

@@ -25,6 +25,8 @@ write moves the item's key in that index.
 | next_available_at              | 16 orphan-index Queries (Limit 1)          | 8   | 0          |
 | open_session                   | TransactWriteItems (item, event)           | 0   | 4          |
 | end_session                    | GetItem + TransactWriteItems (item, event) | 1   | 4          |
+| note_expiry (once per death)   | GetItem + TransactWriteItems (item, event) | 1   | 4          |
+|   already noted                | GetItem                                    | 1   | 0          |
 | start (new) / stop / restart   | GetItem + TransactWriteItems (item, event) | 1   | 4 + 1      |
 | start (repeated)               | GetItem                                    | 1   | 0          |
 | try_acquire (orphan)           | 2 GetItem + TransactWriteItems (update,    | 2   | 6 + 2      |
@@ -121,6 +123,7 @@ from domain import (
     Event,
     InvalidCommand,
     InvalidTransition,
+    NoteExpiry,
     OpenSession,
     RenewSession,
     SessionCommand,
@@ -423,7 +426,7 @@ class DynamoDbConnectionStore(ConnectionStore):
                 return await self._open_session(command, now_ms)
             case RenewSession():
                 return await self._renew_session(command, now_ms)
-            case EndSession():
+            case EndSession() | NoteExpiry():
                 return await self._end_session(command, now_ms)
         raise AssertionError(f"unhandled session command {op}")  # decide_session refuses first
 
@@ -503,13 +506,15 @@ class DynamoDbConnectionStore(ConnectionStore):
             return SessionResult(session_from_item(item), True)
         raise StoreUnavailable(f"RenewSession of {command.session_id!r}: conflicts persisted")
 
-    async def _end_session(self, command: EndSession, now_ms: int) -> SessionResult:
-        state = await self._queries.read_session(command.session_id, "EndSession")
-        return await self._write_session(command, state, now_ms, "EndSession")
+    async def _end_session(self, command: EndSession | NoteExpiry, now_ms: int) -> SessionResult:
+        """An end, or an expiry found: read the item, decide, write with the log's Put."""
+        op = type(command).__name__
+        state = await self._queries.read_session(command.session_id, op)
+        return await self._write_session(command, state, now_ms, op)
 
     async def _write_session(
         self,
-        command: RenewSession | EndSession,
+        command: RenewSession | EndSession | NoteExpiry,
         state: WorkerSession | None,
         now_ms: int,
         op: str,

@@ -34,7 +34,8 @@ WORKER: Grants = MappingProxyType(
         ORPHAN_INDEX: ("dynamodb:Query",),  # reconciliation and next_available_at
         OWNER_INDEX: ("dynamodb:Query",),  # a dead session's connections; forget_session
         STOP_INDEX: ("dynamodb:Query",),  # stop_requested
-        # open: transaction Put; renew, end: UpdateItem (end in a transaction); acquire:
+        # open: transaction Put; renew, end, an expiry found: UpdateItem (end and expiry in
+        # a transaction with the log's Put); acquire:
         # ConditionCheck on the acquirer's and the dead owner's; reads: GetItem; orphan
         # discovery: Scan; forget_session: DeleteItem.
         SESSIONS: (

@@ -15,7 +15,7 @@ connections: one row per connection, the current state (the fold of its events).
 sessions: one row per worker session, the current state; the heartbeat updates only this row.
 connection_events: the ownership log (domain.OWNERSHIP_EVENTS), keyed (connection_id, version);
   checkpoints are not logged (as in DynamoDB).
-session_events: SessionOpened and SessionEnded (domain.SESSION_LOG_EVENTS), keyed
+session_events: SessionOpened, SessionEnded, SessionExpired (domain.SESSION_LOG_EVENTS), keyed
   (session_id, version); renewals are not logged. Kept after the session row is forgotten.
 notifications: the hint queue. visible_at_ms is wall-clock epoch ms (comparable across
   processes); a received row carries the receipt of its latest delivery.

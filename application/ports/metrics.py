@@ -28,6 +28,7 @@ LEASES_LOST = "LeasesLost"
 LEASE_RELEASES = "LeaseReleases"
 TAKEOVERS = "ExpiredLeaseTakeovers"
 HANDOFF_LATENCY_MS = "HandoffLatencyMs"
+HANDOFF_WAIT_MS = "HandoffWaitMs"
 RENEW_LATENCY_MS = "RenewLatencyMs"
 MESSAGES_RECEIVED = "MessagesReceived"
 MESSAGES_INGESTED = "MessagesIngested"
@@ -77,6 +78,14 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         Kind.TIMING,
         "At a graceful shutdown, from the stop request to a connection released and hinted to "
         "the fleet (one per connection handed over).",
+    ),
+    MetricSpec(
+        HANDOFF_WAIT_MS,
+        Kind.TIMING,
+        "On the acquiring worker, how long a connection it acquired had been free: from its "
+        "release by the previous owner (or its restart, or its back-off's end) to this "
+        "acquire; the other side of HandoffLatencyMs (one per acquire after a release; the "
+        "two times come from two hosts' clocks).",
     ),
     MetricSpec(RENEW_LATENCY_MS, Kind.TIMING, "Latency of one lease renewal call to the store."),
     MetricSpec(MESSAGES_RECEIVED, Kind.COUNTER, "Messages received from upstreams."),

@@ -39,6 +39,7 @@ from domain import (
     Event,
     LeaseLost,
     LeaseUnavailable,
+    NoteExpiry,
     OpenSession,
     Release,
     RenewSession,
@@ -87,7 +88,8 @@ class ConnectionStore(abc.ABC):
 
     @abc.abstractmethod
     async def execute_session(self, command: SessionCommand, now_ms: int) -> SessionResult:
-        """The same for a worker session; SessionOpened and SessionEnded go to its history."""
+        """The same for a worker session; SessionOpened, SessionEnded and SessionExpired go to
+        its history."""
 
     @abc.abstractmethod
     async def get(self, connection_id: str) -> Connection | None:
@@ -139,8 +141,8 @@ class ConnectionStore(abc.ABC):
 
     @abc.abstractmethod
     async def session_history(self, session_id: str) -> Sequence[SessionEvent]:
-        """SessionOpened and SessionEnded of a session, in version order (kept after the
-        session item is forgotten)."""
+        """SessionOpened, SessionEnded and SessionExpired of a session, in version order (kept
+        after the session item is forgotten)."""
 
     @abc.abstractmethod
     async def list_connections(self, limit: int = 1000) -> Sequence[Connection]:
@@ -251,6 +253,17 @@ class ConnectionStore(abc.ABC):
             return (await self.execute_session(command, now_ms)).session
         except SessionNotLive:
             return None
+
+    async def note_expiry(self, session_id: str, found_by: str, now_ms: int) -> bool:
+        """Record in a session's history that `found_by` (the caller's own session id) found
+        it expired at `now_ms`. True if this call recorded it; False if it was recorded
+        already, the session ended (its SessionEnded says so), or it is unknown (forgotten).
+        Raises InvalidCommand for a live session or a malformed `found_by`."""
+        try:
+            command = NoteExpiry(session_id, found_by)
+            return (await self.execute_session(command, now_ms)).changed
+        except SessionNotLive:
+            return False
 
     async def end_session(self, session_id: str, reason: str, now_ms: int) -> bool:
         """End a session now (idempotent): its connections become orphans at once. True if

@@ -23,7 +23,14 @@ from application.worker.ingest import IngestWriter
 from application.worker.session import SessionEnd
 from application.worker.session_keeper import SessionKeeper
 from application.worker.sessions import Sessions
-from domain import NO_OWNER, Connection, DesiredState, DomainError, WorkerSession
+from domain import (
+    NO_OWNER,
+    Connection,
+    DesiredState,
+    DomainError,
+    SessionStatus,
+    WorkerSession,
+)
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +173,8 @@ async def reconcile(
     - A **full scan** (every orphan: the unowned ones past their back-off, and those of dead
       sessions, all pages) runs then, at least every reconcile interval, and when a back-off
       ends (the store says when). Unowned orphans are mostly taken through their hints; the
-      scan is the safety net for a hint that was lost. Dead sessions that own nothing any
-      more are deleted after it."""
+      scan is the safety net for a hint that was lost. After it, an expired session's expiry
+      is recorded in its history, and dead sessions that own nothing any more are deleted."""
     cfg = ctx.config
     rng: random.Random = ctx.rng
     delay = rng.random() * cfg.reconcile_jitter_s
@@ -190,6 +197,7 @@ async def reconcile(
             due = ctx.clock.monotonic() >= full_due or now >= backoff_ends_at
             if dead - seen_dead or due or (starved and sessions.free > 0):
                 starved, withheld = await _take_orphans(ctx, sessions, now)
+                await _note_expiries(ctx, listed, now, keeper.session_id or ctx.worker_id)
                 await _forget_dead_sessions(ctx, listed, now)
                 # From the scan's own `now`: a back-off that ended while the orphans were
                 # being taken was not in the scan, and asking from later would skip it too.
@@ -244,6 +252,25 @@ def _rebalance(ctx: WorkerContext, sessions: Sessions, keeper: SessionKeeper) ->
 # session's connections through an index that lags its writes (about a second), and a
 # connection whose owner's item is gone is seen by nobody there.
 FORGET_GRACE_MS = 60_000
+
+
+async def _note_expiries(
+    ctx: WorkerContext, listed: Sequence[WorkerSession], now_ms: int, finder: str
+) -> None:
+    """Record in each expired session's history that it expired and that this worker found it
+    (an ended one says so itself). After the takeovers, not before: the record writes the
+    session's item, which every takeover of its connections checks, and a takeover is what
+    must not wait. Every worker that sees the death asks; the store keeps the first."""
+    for session in listed:
+        if session.status(now_ms) is not SessionStatus.EXPIRED or session.expiry_noted:
+            continue
+        if await ctx.store.note_expiry(session.session_id, finder, now_ms):
+            log.info(
+                "worker session %s found expired (its last renew ran out at %d)",
+                session.session_id,
+                session.expires_at_ms,
+                extra={"worker_id": ctx.worker_id},
+            )
 
 
 async def _forget_dead_sessions(

@@ -70,7 +70,7 @@ _STILL_WANTED = frozenset({SessionEnd.LEASE_LOST, SessionEnd.REBALANCE})
 
 
 # Why a lease was given back, as the ownership log says it (LeaseReleased.reason).
-_REASONS = {
+RELEASE_REASONS = {
     SessionEnd.STOPPED: "stopped",
     SessionEnd.SHUTDOWN: "shutdown",
     SessionEnd.STREAM_ENDED: "stream ended",
@@ -355,7 +355,7 @@ class ConnectionSession:
                 *args, now + int(delay_s * 1000), reason[:200], now, healthy=healthy
             )
         else:
-            after = await ctx.store.release(*args, ctx.clock.now_ms(), reason=_REASONS[end])
+            after = await ctx.store.release(*args, ctx.clock.now_ms(), reason=RELEASE_REASONS[end])
         ctx.metrics.count(LEASE_RELEASES)
         log.info("lease handed back (%s)", end.value, extra=self._extra())
         return after

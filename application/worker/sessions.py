@@ -10,6 +10,7 @@ from application.errors import SinkUnavailable, StoreUnavailable
 from application.ports.metrics import (
     ACQUISITION_CONFLICTS,
     BALANCE_HANDOFFS,
+    HANDOFF_WAIT_MS,
     LEASE_ACQUISITIONS,
     TAKEOVERS,
 )
@@ -20,7 +21,7 @@ from application.worker.lease import Lease
 from application.worker.session import ConnectionSession, SessionEnd
 from application.worker.session_keeper import SessionKeeper
 from application.worker.take_limit import TakeLimit
-from domain import Connection, DesiredState, LeaseTakenOver
+from domain import Connection, DesiredState, Event, LeaseAcquired, LeaseTakenOver
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +204,8 @@ class Sessions:
                 took_over = granted is not None and any(
                     isinstance(e, LeaseTakenOver) for e in granted.events
                 )
+                if granted is not None:
+                    self._record_wait(granted.events, now_ms)
             except StoreUnavailable:
                 acquired, took_over = await self._granted_after_all(connection_id, session_id), None
                 if acquired is None:
@@ -232,6 +235,13 @@ class Sessions:
         task = asyncio.create_task(session.run(), name=f"session:{connection_id}")
         self._running[connection_id] = (session, task)
         task.add_done_callback(lambda _: self._done(connection_id, session))
+
+    def _record_wait(self, events: Sequence[Event], now_ms: int) -> None:
+        """The acquiring side of a handoff: how long the connection had been free. Only after
+        a previous owner (token above 1): a first lease measures the START, not a handoff."""
+        for e in events:
+            if isinstance(e, LeaseAcquired) and e.token > 1 and e.free_since_ms:
+                self._ctx.metrics.timing(HANDOFF_WAIT_MS, max(0, now_ms - e.free_since_ms))
 
     async def _resume_point(self, acquired: Connection) -> int:
         """Where to resume: the stored checkpoint, or further if the sink durably stored more

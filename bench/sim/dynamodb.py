@@ -50,6 +50,7 @@ from domain import (
     DomainError,
     EndSession,
     Event,
+    NoteExpiry,
     OpenSession,
     RenewSession,
     SessionCommand,
@@ -341,8 +342,14 @@ class DynamoDbModel:
                 Request(tx, EVENTS, f"SESSION#{sid}", wcu=_write_units(EVENT_ITEM_B, 2)),
             ]
         )
+        read = [Request("GetItem", SESSIONS, sid, rcu=1.0)]
+        if isinstance(command, NoteExpiry):
+            # Every worker that sees the death asks; after the first, the read finds it noted.
+            known = self.inner._sessions.get(sid)
+            noted = known is None or known.expiry_noted or known.ended_reason is not None
+            return [read] if noted else [read, writes]
         if isinstance(command, EndSession):
-            return [[Request("GetItem", SESSIONS, sid, rcu=1.0)], writes]
+            return [read, writes]
         assert isinstance(command, OpenSession)
         return [writes]
 

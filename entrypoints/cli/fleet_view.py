@@ -147,15 +147,10 @@ def _workers(s: FleetSummary, top: int, lags: Mapping[str, str]) -> RenderableTy
     if not s.workers:
         return Text("no worker holds a lease")
     loads = [w.held for w in s.workers]
-    table = Table(
-        title=(
-            f"workers: load min {min(loads)} / median {statistics.median(loads):g} / "
-            f"max {max(loads)}"
-        ),
-        title_justify="left",
-        show_edge=False,
-        pad_edge=False,
+    title = (
+        f"workers: load min {min(loads)} / median {statistics.median(loads):g} / max {max(loads)}"
     )
+    table = Table(show_edge=False, pad_edge=False)
     table.add_column("worker")
     table.add_column("held", justify="right")
     table.add_column("min lease left", justify="right")
@@ -170,7 +165,13 @@ def _workers(s: FleetSummary, top: int, lags: Mapping[str, str]) -> RenderableTy
     rest = s.workers[top:]
     if rest:
         table.add_row(f"... {len(rest)} more workers", str(sum(w.held for w in rest)), "", "")
-    return table
+    return _titled(title, table)
+
+
+def _titled(title: str, table: Table) -> RenderableType:
+    """A line above the table, not its title: rich wraps a title to the table's width, which
+    split "max 5000" onto a line of its own at 10,000 connections (tests/e2e/renders)."""
+    return Group(Text(title), table)
 
 
 def _lease_line(s: FleetSummary) -> Text:
@@ -184,12 +185,8 @@ def _lease_line(s: FleetSummary) -> Text:
 def _attention(s: FleetSummary, now_ms: int, sessions: SessionLookup) -> RenderableType:
     if not s.attention:
         return Text("no started connections")
-    table = Table(
-        title=f"worst {len(s.attention)}: longest without an owner, then least lease left",
-        title_justify="left",
-        show_edge=False,
-        pad_edge=False,
-    )
+    title = f"worst {len(s.attention)}: longest without an owner, then least lease left"
+    table = Table(show_edge=False, pad_edge=False)
     for name in ("connection", "owner", "state", "for / left", "checkpoint"):
         table.add_column(name, justify="right" if name in ("for / left", "checkpoint") else "left")
     for item in s.attention:
@@ -203,7 +200,7 @@ def _attention(s: FleetSummary, now_ms: int, sessions: SessionLookup) -> Rendera
             when = f"{item.lease_left_ms / 1000:.1f}s left"
             owner = conn.owner
         table.add_row(conn.connection_id, owner, item.state, when, str(conn.checkpoint_seq))
-    return table
+    return _titled(title, table)
 
 
 def _bucket(seconds: float) -> int:

@@ -17,6 +17,7 @@ from domain import (
     Event,
     LeaseStatus,
     SessionEvent,
+    SessionExpired,
     SessionLookup,
     WorkerSession,
 )
@@ -180,8 +181,18 @@ def versions_not_logged(events: Sequence[Event]) -> list[int]:
 def print_session_history(
     console: Console, session_id: str, events: Sequence[SessionEvent]
 ) -> None:
-    rows = [(e, event_to_dict(e)) for e in events]
+    rows = [(e, _session_event_view(e)) for e in events]
     _print_log(console, f"history of worker session {session_id}", rows)
+
+
+def _session_event_view(event: SessionEvent) -> dict[str, Any]:
+    view = event_to_dict(event)
+    if isinstance(event, SessionExpired):
+        # The row's time is when it was found dead; when it died is its last renew's expiry.
+        for field in ("expired_at_ms", "found_by"):
+            del view[field]
+        view = {**view, "expired_at": utc(event.expired_at_ms), "found_by": event.found_by}
+    return view
 
 
 _LOG_FIELDS = ("type", "connection_id", "session_id", "version", "at_ms")

@@ -15,7 +15,10 @@ Per connection (its stream ended, so everything emitted is known):
 Per move (the crash, the graceful handoff): for each connection the stopped worker held, the
 time from the signal to the new owner's connect as the simulator saw it, and the ownership
 event that moved it (LeaseTakenOver after a crash: the lease expired; LeaseAcquired after a
-handoff: it was released).
+handoff: it was released) and the worker it made the owner (after a crash: a survivor, or the
+replacement started in the killed worker's place, which the table tells apart).
+Per balance move (a release for balancing, reason "rebalance"): the time from the release to
+the next owner's connect.
 """
 
 import statistics
@@ -24,8 +27,21 @@ from typing import Any
 
 import attrs
 
-from domain import Connection, DesiredState, Event, LeaseAcquired, LeaseTakenOver, StopReason
+from application.worker.session import RELEASE_REASONS, SessionEnd
+from application.worker.session_keeper import worker_of
+from application.worker_ids import name_of
+from domain import (
+    Connection,
+    DesiredState,
+    Event,
+    LeaseAcquired,
+    LeaseReleased,
+    LeaseTakenOver,
+    StopReason,
+)
 from entrypoints.devstack.judge import judge_stream
+
+BALANCE_REASON = RELEASE_REASONS[SessionEnd.REBALANCE]  # LeaseReleased.reason of a balance move
 
 
 @attrs.frozen
@@ -35,6 +51,7 @@ class Move:
     signal_at_ms: int
     connection_ids: tuple[str, ...]
     exit_code: int | None  # of the signalled worker
+    replacement: str | None = None  # the worker started in its place after a crash
 
 
 @attrs.frozen
@@ -42,6 +59,17 @@ class Takeover:
     connection_id: str
     ms: int | None  # None: no new subscriber after the signal
     via: str  # the ownership event that moved it
+    taken_by: str = ""  # the name of the worker that event made the owner
+
+
+@attrs.frozen
+class Rebalanced:
+    """A move of balancing: the owner released it ("rebalance") to a worker short of its
+    share; `ms` from that release to the next owner's connect (None: no connect after it)."""
+
+    connection_id: str
+    released_at_ms: int
+    ms: int | None
 
 
 @attrs.frozen
@@ -67,6 +95,7 @@ class Summary:
     connections: list[ConnectionResult]
     moves: list[tuple[Move, list[Takeover]]]
     violations: list[str]
+    rebalanced: list[Rebalanced] = attrs.field(factory=list)
 
     @property
     def ok(self) -> bool:
@@ -120,6 +149,7 @@ class Summary:
                 {**attrs.asdict(move), "takeovers": [attrs.asdict(t) for t in takeovers]}
                 for move, takeovers in self.moves
             ],
+            "rebalanced": [attrs.asdict(r) for r in self.rebalanced],
             "connections": [attrs.asdict(c) for c in self.connections],
         }
 
@@ -153,14 +183,34 @@ def takeovers(
         ]
         moved_by = next(
             (
-                type(e).__name__
+                e
                 for e in histories.get(cid, ())
                 if isinstance(e, LeaseAcquired | LeaseTakenOver) and e.at_ms >= move.signal_at_ms
             ),
-            "none",
+            None,
         )
         ms = min(connects) - move.signal_at_ms if connects else None
-        found.append(Takeover(cid, ms, moved_by))
+        via = "none" if moved_by is None else type(moved_by).__name__
+        taker = "" if moved_by is None else name_of(worker_of(moved_by.owner))
+        found.append(Takeover(cid, ms, via, taker))
+    return found
+
+
+def rebalances(
+    streams: Mapping[str, Mapping[str, Any]], histories: Mapping[str, Sequence[Event]]
+) -> list[Rebalanced]:
+    """Every release for balancing in the histories, with the time to the next connect."""
+    found = []
+    for cid, events in histories.items():
+        for e in events:
+            if not (isinstance(e, LeaseReleased) and e.reason == BALANCE_REASON):
+                continue
+            connects = [
+                c["connected_at_ms"]
+                for c in streams.get(cid, {}).get("connections", [])
+                if c["connected_at_ms"] >= e.at_ms
+            ]
+            found.append(Rebalanced(cid, e.at_ms, min(connects) - e.at_ms if connects else None))
     return found
 
 

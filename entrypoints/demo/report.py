@@ -5,12 +5,14 @@ import statistics
 from rich.console import Console
 from rich.table import Table
 
-from entrypoints.demo.judge import Summary
+from entrypoints.demo.judge import Move, Summary, Takeover
 
 
 def print_summary(console: Console, summary: Summary, *, per_connection: bool = True) -> None:
     if per_connection:
         console.print(_connection_table(summary))
+        for line in LEGEND:
+            console.print(line, style="dim", highlight=False, markup=False)
     for move, moved in summary.moves:
         what = "crash (SIGKILL)" if move.kind == "crash" else "graceful handoff (SIGTERM)"
         times = sorted(t.ms for t in moved if t.ms is not None)
@@ -49,10 +51,13 @@ def _connection_table(summary: Summary) -> Table:
         table.add_column(column, justify="left" if column == "connection" else "right")
     table.add_column("re-sent", justify="right")
     table.add_column("takeover", justify="right")
-    taken: dict[str, list[str]] = {}
+    taken: dict[str, list[tuple[int, str]]] = {}  # in the order they happened
     for move, moved in summary.moves:
         for t in moved:
-            taken.setdefault(t.connection_id, []).append(f"{move.kind} {_ms(t.ms)}")
+            cell = f"{move.kind} {_ms(t.ms)}{_cause(move, t)}"
+            taken.setdefault(t.connection_id, []).append((move.signal_at_ms, cell))
+    for r in summary.rebalanced:
+        taken.setdefault(r.connection_id, []).append((r.released_at_ms, f"balance {_ms(r.ms)}"))
     for c in summary.connections:
         table.add_row(
             c.connection_id,
@@ -63,9 +68,30 @@ def _connection_table(summary: Summary) -> Table:
             str(c.checkpoint),
             _flag(c.peak_subscribers, limit=1),
             str(c.resent),
-            ", ".join(taken.get(c.connection_id, [])),
+            ", ".join(cell for _, cell in sorted(taken.get(c.connection_id, []))) or "-",
         )
     return table
+
+
+# What the takeover column means, printed under the table.
+LEGEND = (
+    "takeover: from the SIGKILL (crash) or SIGTERM (handoff) of its worker, or from its "
+    "release to a worker short of its share (balance), to the next owner's connect; "
+    "- : never moved (its worker was not signalled and balancing left it where it was)",
+    "crash takeovers fall in two clusters, by who took them. (survivor): a survivor with room "
+    "took it from the hint sent when the death was reported (the demo reaps the killed worker "
+    "as a supervisor would: its session ends and its connections are hinted at once), within "
+    "tenths of a second. (replacement): the survivors were full (the demo caps each worker at "
+    "one more than an even share, WSFLEET_MAX_CONNECTIONS), so it waited for the worker the "
+    "supervisor starts in the killed one's place, which takes the rest as soon as it is up: "
+    "that cluster is the new process's start-up, not a lease running out",
+)
+
+
+def _cause(move: Move, t: Takeover) -> str:
+    if move.kind != "crash" or not t.taken_by:
+        return ""
+    return " (replacement)" if t.taken_by == move.replacement else " (survivor)"
 
 
 def _flag(value: int, limit: int = 0) -> str:

@@ -18,7 +18,14 @@ from application.deaths import WorkerDeaths
 from application.worker.session_keeper import worker_of
 from entrypoints.containers import provide
 from entrypoints.demo import backends
-from entrypoints.demo.judge import Move, Summary, judge_connection, takeovers, violations
+from entrypoints.demo.judge import (
+    Move,
+    Summary,
+    judge_connection,
+    rebalances,
+    takeovers,
+    violations,
+)
 from entrypoints.demo.monitor import Monitor, Snapshot
 from entrypoints.demo.options import DemoError, DemoOptions
 from entrypoints.demo.view import Reporter
@@ -175,8 +182,8 @@ class Scenario:
             f"{victim.name} reaped {(now_ms() - signal_at) / 1000:.2f}s after the SIGKILL: "
             "its session ended, its connections hinted"
         )
-        await self._start_worker()  # the supervisor replaces it
-        return Move("crash", victim.name, signal_at, tuple(owned), code)
+        replacement = await self._start_worker()  # the supervisor replaces it
+        return Move("crash", victim.name, signal_at, tuple(owned), code, replacement.name)
 
     async def _handoff(self, monitor: Monitor) -> Move:
         replacement = await self._start_worker()  # a rolling deploy starts the new one first
@@ -251,10 +258,15 @@ class Scenario:
             )
             for cid in self.ids
         ]
-        moved = {cid for move in moves for cid in move.connection_ids}
-        histories = {cid: await probe.store.history(cid) for cid in moved}
+        histories = {cid: await probe.store.history(cid) for cid in self.ids}
         judged_moves = [(m, takeovers(m, streams, histories)) for m in moves]
-        return Summary(probe.name, results, judged_moves, violations(results, judged_moves))
+        return Summary(
+            probe.name,
+            results,
+            judged_moves,
+            violations(results, judged_moves),
+            rebalances(streams, histories),
+        )
 
     async def _expect(self, request: Awaitable[tuple[int, Any]], status: int) -> None:
         got, body = await request

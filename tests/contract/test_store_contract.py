@@ -37,6 +37,7 @@ from domain import (
     OpenSession,
     RenewSession,
     SessionEnded,
+    SessionExpired,
     SessionOpened,
     StopReason,
     StopRequested,
@@ -376,6 +377,58 @@ async def test_an_expired_session_can_still_be_ended(store: ConnectionStore) -> 
     ended = await store.get_session("s1")
     assert ended is not None
     assert ended.ended_reason == "reaped"
+
+
+async def test_an_expiry_found_is_in_the_session_history_once_with_its_finder(
+    store: ConnectionStore,
+) -> None:
+    """What `wsfleet history <session>` shows of a worker that died without ending: when its
+    last renew ran out, who found it, and when. Racing finders record it once."""
+    await session(store)
+    await store.renew_session("s1", LEASE, 2, CAPACITY, T + 1_000)
+    expired_at = T + 1_000 + LEASE
+    found = expired_at + 300
+
+    results = await asyncio.gather(
+        *(store.note_expiry("s1", f"finder{i}", found) for i in range(4))
+    )
+
+    assert sorted(results) == [False] * 3 + [True]
+    history = await store.session_history("s1")
+    assert [type(e) for e in history] == [SessionOpened, SessionExpired]
+    expiry = history[1]
+    assert isinstance(expiry, SessionExpired)
+    assert (expiry.at_ms, expiry.expired_at_ms, expiry.version) == (found, expired_at, 3)
+    assert expiry.found_by in {f"finder{i}" for i in range(4)}
+    noted = await store.get_session("s1")
+    assert noted is not None
+    assert noted.expiry_noted
+    assert (noted.expires_at_ms, noted.held, noted.ended_reason) == (expired_at, 2, None)
+    assert not await store.note_expiry("s1", "late", found + 1)  # the first finder stands
+    assert await store.renew_session("s1", LEASE, 0, 1, found + 2) is None  # dead still
+    # The record outlives the item: forgetting the session keeps its log.
+    assert await store.forget_session("s1", found + 3)
+    assert [type(e) for e in await store.session_history("s1")] == [SessionOpened, SessionExpired]
+    assert not await store.note_expiry("s1", "later", found + 4)  # forgotten: nothing to note
+
+
+async def test_an_expiry_is_not_noted_for_a_live_or_an_ended_session(
+    store: ConnectionStore,
+) -> None:
+    live = await session(store, "live")
+    await session(store, "ended")
+    await store.end_session("ended", "shutdown", T + 1)
+
+    with pytest.raises(InvalidCommand, match="has not expired"):
+        await store.note_expiry("live", "s2", T + LEASE)  # its last live instant
+    with pytest.raises(InvalidCommand, match="found_by"):
+        await store.note_expiry("live", "", T + LEASE + 1)
+    assert not await store.note_expiry("ended", "s2", T + LEASE + 1)
+    assert not await store.note_expiry("unknown", "s2", T + LEASE + 1)
+
+    assert await store.get_session("live") == live
+    assert [type(e) for e in await store.session_history("live")] == [SessionOpened]
+    assert [type(e) for e in await store.session_history("ended")] == [SessionOpened, SessionEnded]
 
 
 async def test_list_sessions_is_every_session_live_or_dead(store: ConnectionStore) -> None:
@@ -1164,6 +1217,7 @@ async def test_random_command_sequences_leave_the_same_states_as_the_reference(
                 ("renew_session", (sid, lease, step % 5, CAPACITY, now)),
                 ("renew_session", (sid, lease, step % 5, CAPACITY, now)),
                 ("end_session", (sid, "bye", now)),
+                ("note_expiry", (sid, "sb", now)),
                 ("forget_session", (sid, now)),
             ]
         )
@@ -1200,6 +1254,7 @@ async def test_random_command_sequences_leave_the_same_states_as_the_reference(
         "open_session",
         "renew_session",
         "end_session",
+        "note_expiry",
         "forget_session",
     }, sorted(succeeded.items())
     takeovers = [e for cid in ids for e in await reference.history(cid)]
@@ -1233,6 +1288,7 @@ _RACERS: dict[str, _Call] = {
     "renew_session": lambda s, cid, now: s.renew_session(f"{cid}-s1", LEASE, 1, 1, now),
     "end_session": lambda s, cid, now: s.end_session(f"{cid}-s1", "bye", now),
     "forget_session": lambda s, cid, now: s.forget_session(f"{cid}-s1", now),
+    "note_expiry": lambda s, cid, now: s.note_expiry(f"{cid}-s1", f"{cid}-s2", now),
 }
 
 
@@ -1295,6 +1351,9 @@ _RACES = [
     ("expired", "acquire", "renew_session"),  # the late heartbeat of the dead session
     ("expired", "acquire", "end_session"),
     ("expired", "acquire", "forget_session"),
+    ("expired", "acquire", "note_expiry"),  # the record written while its connection is taken
+    ("expired", "note_expiry", "end_session"),
+    ("free_and_dead", "note_expiry", "forget_session"),
     ("expired", "release", "forget_session"),
     ("stopped", "start", "stop"),
     ("stopped", "start", "acquire"),

@@ -3,6 +3,7 @@ and a graceful handoff (SIGTERM). The upstream simulator is the judge: it says w
 subscribed when and what was emitted; the sink says what was stored."""
 
 import asyncio
+import json
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,12 +18,13 @@ from application.router import EventRouter
 from application.worker.session_keeper import worker_of
 from application.worker_ids import name_of
 from domain import NO_OWNER, DesiredState, LeaseStatus
+from entrypoints.cli.tables import utc
 from entrypoints.containers import provide, shutdown
 from entrypoints.devstack.process import Process
 from entrypoints.embedded import EmbeddedContainer, messages_path
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
-from tests.e2e.cli_process import cli_process
+from tests.e2e.cli_process import cli_process, run_cli
 
 T = TypeVar("T")
 CONNECTIONS = [f"feed-{i}" for i in range(1, 7)]
@@ -195,3 +197,58 @@ async def test_a_second_worker_under_a_live_worker_id_is_refused_at_start(
     (session,) = await the_fleet.store.list_sessions()
     assert session.session_id == "fixed-1#1"
     assert session.is_live(time.time_ns() // 1_000_000)
+
+
+async def test_a_crashed_workers_session_history_says_it_expired_and_who_found_it(
+    fleet: tuple[Fleet, EventRouter, SqliteMessageSink],
+) -> None:
+    """GIVEN a worker holding a connection, and a second worker WHEN the first is SIGKILLed
+    THEN the second takes the connection over and `wsfleet history <dead session>` shows,
+    after its SessionOpened, a SessionExpired: when its last renew ran out, found by the
+    second worker's session."""
+    the_fleet, router, _ = fleet
+    crashed = await cli_process(
+        "crashed", ["worker"], the_fleet.tmp_path, {**the_fleet.env, "WSFLEET_WORKER_ID": "crash-1"}
+    ).start()
+    the_fleet.workers["crashed"] = crashed
+    await crashed.wait_for_line(r"worker session crash-1#1 opened")
+    await router.start("feed-1", the_fleet.sim.url("feed-1"))
+
+    async def owner() -> str:
+        conn = await the_fleet.store.get("feed-1")
+        return "" if conn is None else conn.owner
+
+    assert await until(owner, "the first worker holds feed-1") == "crash-1#1"
+    finder = await cli_process(
+        "finder", ["worker"], the_fleet.tmp_path, {**the_fleet.env, "WSFLEET_WORKER_ID": "find-2"}
+    ).start()
+    the_fleet.workers["finder"] = finder
+    await finder.wait_for_line(r"worker session find-2#1 opened")
+    crashed.signal(signal.SIGKILL)
+    assert await crashed.wait(5) == -signal.SIGKILL
+
+    async def taken() -> bool:
+        return await owner() == "find-2#1"
+
+    await until(taken, "the second worker takes feed-1 over")
+    dead = await the_fleet.store.get_session("crash-1#1")
+    assert dead is not None
+
+    async def noted() -> bool:
+        return len(await the_fleet.store.session_history("crash-1#1")) == 2
+
+    await until(noted, "the expiry is in the dead session's history")
+    text = run_cli(["history", "crash-1#1"], the_fleet.tmp_path, the_fleet.env)
+    document = run_cli(["history", "crash-1#1", "--json"], the_fleet.tmp_path, the_fleet.env)
+
+    assert text.returncode == 0, text.stderr
+    rows = [line for line in text.stdout.splitlines() if "Session" in line]
+    assert [row.split("│")[2].strip() for row in rows] == ["SessionOpened", "SessionExpired"]
+    assert f"expired_at={utc(dead.expires_at_ms)}, found_by=find-2#1" in rows[1], text.stdout
+    opened, expired = json.loads(document.stdout)["events"]
+    assert (opened["type"], expired["type"]) == ("SessionOpened", "SessionExpired")
+    assert (expired["expired_at_ms"], expired["found_by"]) == (dead.expires_at_ms, "find-2#1")
+    assert expired["at_ms"] > dead.expires_at_ms
+    history = run_cli(["history", "feed-1", "--json"], the_fleet.tmp_path, the_fleet.env)
+    takeover = json.loads(history.stdout)["events"][-1]
+    assert (takeover["type"], takeover["previous_owner"]) == ("LeaseTakenOver", "crash-1#1")

@@ -813,6 +813,7 @@ UNREACHABLE_CALLS: dict[str, Callable[[ConnectionStore], Awaitable[object]]] = {
     "OpenSession": lambda store: store.open_session("s1", LEASE, 10, T),
     "RenewSession": lambda store: store.renew_session("s1", LEASE, 0, 10, T),
     "EndSession": lambda store: store.end_session("s1", "done", T),
+    "NoteExpiry": lambda store: store.note_expiry("s1", "s2", T),
     "forget_session": lambda store: store.forget_session("s1", T),
     "get": lambda store: store.get("c1"),
     "get_session": lambda store: store.get_session("s1"),

@@ -184,6 +184,7 @@ NAMED_OPERATIONS: list[tuple[str, NamedCall]] = [
     ("OpenSession", lambda s: s.open_session("s3", 10_000, 10, NOW)),
     ("RenewSession", lambda s: s.renew_session("s1", 10_000, 1, 10, NOW)),
     ("EndSession", lambda s: s.end_session("s1", "bye", NOW)),
+    ("NoteExpiry", lambda s: s.note_expiry("s1", "s2", NOW + 20_000)),  # s1 expired by then
 ]
 
 

@@ -16,6 +16,7 @@ from domain import (
     LeaseTakenOver,
     SessionEnded,
     SessionEvent,
+    SessionExpired,
     SessionOpened,
     SessionRenewed,
     StopRequested,
@@ -50,6 +51,7 @@ ONE_OF_EACH_SESSION_EVENT: list[SessionEvent] = [
     SessionOpened(**_SESSION, expires_at_ms=1_700_000_006_123, capacity=10_000),
     SessionRenewed(**_SESSION, expires_at_ms=1_700_000_008_123, held=412, capacity=10_000),
     SessionEnded(**_SESSION, reason="SIGTERM: graceful shutdown"),
+    SessionExpired(**_SESSION, expired_at_ms=1_700_000_008_123, found_by="w2-0badcafe#1"),
 ]
 
 

@@ -15,6 +15,7 @@ from domain import (
     LeaseTakenOver,
     LeaseUnavailable,
     Release,
+    ReportUpstreamFailure,
     SessionLookup,
     SessionNotLive,
     Start,
@@ -43,7 +44,9 @@ def test_acquire_of_never_leased_connection_grants_token_one() -> None:
     conn, events = run(started(), Acquire(CID, "s1"), T0 + 5)
 
     assert events == [
-        LeaseAcquired(connection_id=CID, version=2, at_ms=T0 + 5, owner="s1", token=1)
+        LeaseAcquired(
+            connection_id=CID, version=2, at_ms=T0 + 5, owner="s1", token=1, free_since_ms=T0
+        )
     ]
     assert conn.is_held_by("s1", 1, T0 + 5, LIVE)
     assert conn.lease_status(T0 + 5, LIVE) is LeaseStatus.HELD
@@ -169,6 +172,22 @@ def test_acquire_after_release_is_a_plain_acquire_not_a_takeover() -> None:
     _, events = run(conn, Acquire(CID, "s2"), T0 + 2)
 
     assert [type(e) for e in events] == [LeaseAcquired]
+
+
+def test_an_acquire_says_since_when_the_connection_was_free_to_take() -> None:
+    """What the acquiring side of a handoff measures: from the release, or from the end of
+    an upstream back-off, whichever came last."""
+    released = run(leased("s1"), Release(CID, "s1", 1, 0), T0 + 300)[0]
+    resting = run(
+        leased("s1"), ReportUpstreamFailure(CID, "s1", 1, 0, T0 + 5_000, "boom"), T0 + 300
+    )[0]
+
+    (after_release,) = run(released, Acquire(CID, "s2"), T0 + 420)[1]
+    (after_rest,) = run(resting, Acquire(CID, "s2"), T0 + 5_001)[1]
+
+    assert isinstance(after_release, LeaseAcquired)
+    assert isinstance(after_rest, LeaseAcquired)
+    assert (after_release.free_since_ms, after_rest.free_since_ms) == (T0 + 300, T0 + 5_000)
 
 
 def test_every_change_of_owner_raises_the_fencing_token() -> None:

@@ -9,11 +9,13 @@ from domain import (
     EndSession,
     InvalidCommand,
     InvalidTransition,
+    NoteExpiry,
     OpenSession,
     RenewSession,
     SessionCommand,
     SessionEnded,
     SessionEvent,
+    SessionExpired,
     SessionNotLive,
     SessionOpened,
     SessionRenewed,
@@ -213,8 +215,73 @@ def test_folding_the_events_rebuilds_the_decided_state() -> None:
     )
 
 
-def test_only_opening_and_ending_are_logged() -> None:
-    assert set(SESSION_LOG_EVENTS) == {SessionOpened, SessionEnded}
+def test_only_opening_ending_and_a_found_expiry_are_logged() -> None:
+    assert set(SESSION_LOG_EVENTS) == {SessionOpened, SessionEnded, SessionExpired}
+
+
+def test_an_expiry_found_is_recorded_with_when_it_ran_out_and_who_found_it() -> None:
+    session = renewed(opened("s1"), T0 + 1_000)
+    found = T0 + 1_000 + SESSION_MS + 700
+
+    session, events = run_session(session, NoteExpiry("s1", "s2"), found)
+
+    assert events == [
+        SessionExpired(
+            session_id="s1",
+            version=3,
+            at_ms=found,
+            expired_at_ms=T0 + 1_000 + SESSION_MS,
+            found_by="s2",
+        )
+    ]
+    assert session.expiry_noted
+    assert session.status(found) is SessionStatus.EXPIRED  # still expired, not ended
+    assert session.expires_at_ms == T0 + 1_000 + SESSION_MS
+
+
+def test_an_expiry_is_recorded_once_and_the_first_finder_stands() -> None:
+    session = run_session(opened("s1"), NoteExpiry("s1", "s2"), EXPIRY + 1)[0]
+
+    assert decide_session(session, NoteExpiry("s1", "s3"), EXPIRY + 50) == []
+
+
+def test_no_expiry_is_recorded_for_an_ended_session() -> None:
+    """Its SessionEnded says how it died; an expiry after it would contradict it."""
+    session = ended(opened("s1"), T0 + 1)
+
+    assert decide_session(session, NoteExpiry("s1", "s2"), EXPIRY + 1) == []
+    assert not session.expiry_noted
+
+
+def test_an_open_or_renewed_session_has_no_expiry_noted() -> None:
+    assert not opened("s1").expiry_noted
+    assert not renewed(opened("s1"), EXPIRY).expiry_noted
+
+
+def test_a_live_session_cannot_be_found_expired() -> None:
+    with pytest.raises(
+        InvalidCommand,
+        match=rf"^worker session 's1' has not expired: it is live until {EXPIRY} \(now {EXPIRY}\)$",
+    ):
+        decide_session(opened("s1"), NoteExpiry("s1", "s2"), EXPIRY)
+
+
+def test_an_expiry_of_an_unknown_session_or_by_nobody_is_refused() -> None:
+    with pytest.raises(SessionNotLive, match=r"^worker session 's1' is unknown$"):
+        decide_session(None, NoteExpiry("s1", "s2"), T0)
+    with pytest.raises(InvalidCommand, match=r"^found_by must be the finder's session id"):
+        decide_session(opened("s1"), NoteExpiry("s1", ""), EXPIRY + 1)
+
+
+def test_evolve_refuses_an_expiry_before_the_session_ran_out_or_after_it_ended() -> None:
+    early = SessionExpired(
+        session_id="s1", version=2, at_ms=EXPIRY, expired_at_ms=EXPIRY, found_by="s2"
+    )
+
+    with pytest.raises(InvalidTransition, match="cannot follow session 's1'"):
+        evolve_session(opened("s1"), early)
+    with pytest.raises(InvalidTransition, match="cannot follow session 's1'"):
+        evolve_session(ended(opened("s1")), attrs.evolve(early, version=3, at_ms=EXPIRY + 1))
 
 
 def test_fold_of_no_events_is_no_session() -> None:

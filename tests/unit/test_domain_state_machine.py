@@ -53,6 +53,7 @@ from domain import (
     LeaseStatus,
     LeaseTakenOver,
     LeaseUnavailable,
+    NoteExpiry,
     OpenSession,
     Release,
     RenewSession,
@@ -130,6 +131,7 @@ class SessionFleet(RuleBasedStateMachine):
         self.sessions: dict[str, WorkerSession] = {}
         self.session_histories: dict[str, list[SessionEvent]] = {}
         self.forgotten: set[str] = set()
+        self.expiries_noted: set[str] = set()  # sessions a SessionExpired was recorded for
         self.seen_dead: set[str] = set()
         self.granted_tokens: dict[str, list[int]] = {cid: [] for cid in CONNECTIONS}
         self.procs: dict[str, Process] = {w: Process() for w in WORKERS}
@@ -256,6 +258,25 @@ class SessionFleet(RuleBasedStateMachine):
         self._expect(outcome, True, SessionNotLive)
         assert (outcome == []) == (before.ended_reason is not None)  # the first reason stands
         assert not self._live(sid)
+
+    @rule(data=st.data(), w=workers)
+    def a_worker_notes_the_expiry_of_a_session_it_lists(self, data: st.DataObject, w: str) -> None:
+        """What a survivor's reconciliation does with each session it lists (any, live or
+        not: the refusal of a live one is part of the rule): recorded only for an expired
+        session that did not end, once; never a change of liveness."""
+        if not self.sessions:
+            return
+        sid = data.draw(st.sampled_from(sorted(self.sessions)))
+        before = self.sessions[sid]
+        live = self._live(sid)
+        outcome = self._execute_session(NoteExpiry(sid, f"{w}#finder"))
+        self._expect(outcome, not live, InvalidCommand)
+        if isinstance(outcome, list):
+            first = before.ended_reason is None and sid not in self.expiries_noted
+            assert len(outcome) == (1 if first else 0), (before, outcome)
+            self.expiries_noted.add(sid)
+            assert self.sessions[sid].expiry_noted == (before.ended_reason is None)
+        assert self._live(sid) == live
 
     @rule(data=st.data())
     def store_forgets_a_dead_session_that_owns_nothing(self, data: st.DataObject) -> None:

@@ -6,7 +6,7 @@ the STOP index would stay forever)."""
 import attrs
 
 from application.worker.loops import FORGET_GRACE_MS
-from domain import NO_OWNER, DesiredState
+from domain import NO_OWNER, DesiredState, SessionEnded, SessionExpired, SessionOpened
 from tests.support.fleet import Fleet
 
 
@@ -52,3 +52,41 @@ async def test_a_dead_session_that_still_owns_a_wanted_connection_is_kept(fleet:
 
     assert (await fleet.store.get("c1")).owner == dead  # type: ignore[union-attr]
     assert await fleet.store.get_session(dead) is not None
+
+
+async def test_a_crashed_sessions_expiry_is_recorded_once_by_a_survivor_before_it_is_forgotten(
+    fleet: Fleet,
+) -> None:
+    """GIVEN three workers WHEN one crashes THEN one survivor records SessionExpired (its own
+    session as the finder) right after taking the connection over, and the record outlives the
+    forgotten item; a session that ended on purpose gets no expiry."""
+    a = fleet.add_worker("a")
+    await fleet.start_streamed_by("a", "c1")
+    b, c = fleet.add_worker("b"), fleet.add_worker("c")
+    await fleet.clock.advance(1)
+    dead = a.worker.keeper.session_id
+
+    await fleet.crash("a")
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") in ("b", "c"), 30)
+    await fleet.clock.advance(1)
+
+    opened, expired = await fleet.store.session_history(dead)
+    assert isinstance(opened, SessionOpened)
+    assert isinstance(expired, SessionExpired)
+    assert expired.found_by in (b.worker.keeper.session_id, c.worker.keeper.session_id)
+    session = await fleet.store.get_session(dead)
+    assert session is not None
+    assert expired.expired_at_ms == session.expires_at_ms < expired.at_ms
+    ended = b.worker.keeper.session_id
+    await fleet.shutdown("b")
+    await fleet.clock.advance(FORGET_GRACE_MS / 1000 + fleet.config.reconcile_interval_s)
+
+    assert await fleet.store.get_session(dead) is None, "forgotten, its log kept"
+    assert [type(e) for e in await fleet.store.session_history(dead)] == [
+        SessionOpened,
+        SessionExpired,
+    ]
+    assert [type(e) for e in await fleet.store.session_history(ended)] == [
+        SessionOpened,
+        SessionEnded,
+    ]

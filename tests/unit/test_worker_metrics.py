@@ -6,6 +6,7 @@ import attrs
 
 from application.ports.metrics import (
     HANDOFF_LATENCY_MS,
+    HANDOFF_WAIT_MS,
     HOLDING_WITHOUT_STORING_S,
     INGEST_LAG_MS,
     LEASE_RELEASES,
@@ -14,6 +15,7 @@ from application.ports.metrics import (
     RENEW_LATENCY_MS,
     SINK_ERRORS,
 )
+from domain import LeaseAcquired, LeaseReleased
 from tests.support.fleet import DEFAULT_CONFIG, Fleet
 
 CONFIG = attrs.evolve(DEFAULT_CONFIG, metrics_interval_s=5.0)
@@ -67,6 +69,33 @@ async def test_a_graceful_shutdown_records_each_connections_handoff_latency(flee
     latencies = member.metrics.timings[HANDOFF_LATENCY_MS]
     assert len(latencies) == 2
     assert all(0 <= ms <= took_s * 1000 for ms in latencies), (latencies, took_s)
+
+
+async def test_the_acquiring_side_of_a_handoff_records_how_long_each_connection_was_free(
+    fleet: Fleet,
+) -> None:
+    """GIVEN w1 streaming two connections and w2 idle WHEN w1 shuts down THEN w2 records one
+    HandoffWaitMs per connection, the time from its release (as the store logged it) to w2's
+    acquire; its first leases of the same connections (a START, not a handoff) record none."""
+    fleet.add_worker("w1", CONFIG)
+    for cid in ("a", "b"):
+        await fleet.start_streamed_by("w1", cid)
+    taker = fleet.add_worker("w2", CONFIG)
+    await fleet.clock.advance(1)
+    assert HANDOFF_WAIT_MS not in taker.metrics.timings
+
+    await fleet.shutdown("w1")
+    await fleet.clock.run_until(lambda: fleet.owner_of("a") == fleet.owner_of("b") == "w2", 30)
+
+    waits = sorted(taker.metrics.timings[HANDOFF_WAIT_MS])
+    expected = []
+    for cid in ("a", "b"):
+        history = await fleet.store.history(cid)
+        released, acquired = history[-2:]
+        assert isinstance(released, LeaseReleased)
+        assert isinstance(acquired, LeaseAcquired)
+        expected.append(acquired.at_ms - released.at_ms)
+    assert waits == sorted(expected)
 
 
 async def test_messages_received_is_a_running_total_published_at_each_flush(fleet: Fleet) -> None:
