@@ -37,6 +37,7 @@ EXIT_INTERRUPTED = 130
 LEASE_MS = 2000
 QUICK_CONNECTIONS = 6
 QUICK_STEADY_S = 1.0
+SINKS = ("sqlite", "dynamodb", "kinesis")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "for the run. "
         "Exit codes: 0 every invariant held, 1 an invariant broke or the demo could not run, "
         "2 bad arguments."
+    )
+    parser.add_argument(
+        "--sink",
+        choices=SINKS,
+        help="where the workers store messages: the backend's own (sqlite, or the dynamodb "
+        "messages table), or kinesis (a stream on moto, read back by the consumer rule: "
+        "duplicates are counted, not refused; needs --backend aws)",
     )
     parser.add_argument("--connections", type=int, help="connections to START (default 30)")
     parser.add_argument("--workers", type=int, default=3, help="workers at any time (default 3)")
@@ -90,8 +98,16 @@ def options_from(args: argparse.Namespace, env: Mapping[str, str], console: Cons
         raise ConfigurationError(
             f"{PREFIX}BACKEND={backend!r}: expected one of {', '.join(BACKENDS)}"
         )
+    backend = backend.lower()
+    sink = args.sink or ("sqlite" if backend == "embedded" else "dynamodb")
+    if (sink == "sqlite") != (backend == "embedded"):
+        raise ConfigurationError(
+            f"--sink {sink}: not with the {backend} backend (embedded runs sqlite; aws runs "
+            "dynamodb or kinesis)"
+        )
     return DemoOptions(
-        backend=backend.lower(),
+        backend=backend,
+        sink=sink,
         endpoint_url=getattr(args, "endpoint_url", None),
         data_dir=getattr(args, "data_dir", None),
         connections=args.connections or (QUICK_CONNECTIONS if args.quick else 30),
@@ -156,7 +172,7 @@ async def _run(
     from entrypoints.demo.scenario import Scenario  # heavy: every adapter
     from entrypoints.demo.view import LiveReporter, PlainReporter, Reporter
 
-    title = f"wsfleet demo ({options.backend})"
+    title = f"wsfleet demo ({options.backend}, {options.sink} sink)"
     reporter: Reporter = LiveReporter(console, title) if options.live else PlainReporter(console)
     scenario = Scenario(options, env, children, reporter, run_dir)
     # Ctrl-C cancels this task (asyncio.run does that for SIGINT); SIGTERM and SIGHUP too, so

@@ -23,6 +23,7 @@ class DemoError(Exception):
 @attrs.frozen
 class DemoOptions:
     backend: str = "embedded"
+    sink: str = "sqlite"  # "sqlite" (embedded), "dynamodb" or "kinesis" (aws)
     endpoint_url: str | None = None
     data_dir: str | None = None
     connections: int = 30

@@ -254,7 +254,15 @@ class Scenario:
         moved = {cid for move in moves for cid in move.connection_ids}
         histories = {cid: await probe.store.history(cid) for cid in moved}
         judged_moves = [(m, takeovers(m, streams, histories)) for m in moves]
-        return Summary(probe.name, results, judged_moves, violations(results, judged_moves))
+        copies = probe.sink_keeps_copies
+        return Summary(
+            probe.name,
+            results,
+            judged_moves,
+            violations(results, judged_moves, sink_keeps_copies=copies),
+            sink=probe.sink,
+            sink_keeps_copies=copies,
+        )
 
     async def _expect(self, request: Awaitable[tuple[int, Any]], status: int) -> None:
         got, body = await request
