@@ -23,6 +23,7 @@ import attrs
 from application.worker.session_keeper import worker_of
 from domain import Event, LeaseAcquired, LeaseTakenOver
 from entrypoints.devstack.judge import judge_stream
+from entrypoints.simulator import is_message
 from tests.chaos.harness import STOP_BOUND_S, THAW_CLOSE_BOUND_S, ChaosRun, Freeze, now_ms
 
 
@@ -189,7 +190,7 @@ async def _sink(
     if not facts.past_checkpoint_contiguous:
         beyond = list(facts.beyond_checkpoint)
         verdict.fail(cid, f"rows past the checkpoint {checkpoint} are not contiguous: {beyond}")
-    wrong = [m.seq for m in rows if m.data != f"{cid}:{m.seq}"]
+    wrong = [m.seq for m in rows if not is_message(m.data, cid, m.seq)]
     if wrong:
         verdict.fail(cid, f"rows whose content is not the upstream's: seqs {wrong[:10]}")
     by_token = {g.token: g for g in grants}
