@@ -8,9 +8,12 @@ JSON each, seqs 1..N, one token), then `wsfleet messages ID` is run as a real pr
 default page size (1,000) and timed from spawn to its first line and to the 1,000th line on
 its stdout (the first page, as a user sees it: interpreter start and imports included), then
 killed. `--from-seq` in the middle is timed the same way (the page that starts there). The
-process start alone is timed too (`wsfleet --help`) to show how much of it is Python's."""
+process start alone is timed too (`wsfleet --help`) to show how much of it is Python's, and the
+read alone: the command's reader (the container's `reader`, what the command calls) asked for
+the first page in this process, and the command's CPU time (user + system of the child)."""
 
 import asyncio
+import os
 import signal
 import statistics
 import sys
@@ -83,11 +86,24 @@ async def _time_lines(argv: list[str], env: dict[str, str], lines: int) -> dict[
     return {"first_line_s": first, "first_page_s": page}
 
 
+def _children_cpu() -> float:
+    """CPU seconds of every reaped child so far: one child runs at a time here, so the
+    difference across one run is that child's."""
+    times = os.times()
+    return times.children_user + times.children_system
+
+
 async def _one(backend: Backend, count: int, repeats: int) -> dict[str, Any]:
     # No worker runs: the connection only has to exist for the command to read it.
     await backend.router.start(CONNECTION, f"ws://127.0.0.1:9/stream/{CONNECTION}")
     fill_s = await _fill(backend, count)
     env = child_env({**backend.env, **HARNESS})
+    reader = await provide(backend.container.reader)
+    reads = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        assert len(await reader.messages(CONNECTION, 0, PAGE)) == PAGE
+        reads.append(time.perf_counter() - began)
     runs: dict[str, list[dict[str, float]]] = {"from the start": [], "from the middle": []}
     startup = []
     for _ in range(repeats):
@@ -95,20 +111,23 @@ async def _one(backend: Backend, count: int, repeats: int) -> dict[str, Any]:
         middle = ["--from-seq", str(count // 2)]
         for name, extra in (("from the start", []), ("from the middle", middle)):
             argv = [str(WSFLEET), "messages", CONNECTION, *extra]
-            runs[name].append(await _time_lines(argv, env, PAGE))
+            cpu_before = _children_cpu()
+            timed = await _time_lines(argv, env, PAGE)
+            runs[name].append({**timed, "cpu_s": _children_cpu() - cpu_before})
     return {
         "backend": backend.name,
         "engine": backend.engine,
         "stored": count,
         "fill_s": round(fill_s, 1),
         "process_start_s": statistics.median(startup),
+        "reader_first_page_s": {"median": statistics.median(reads), "max": max(reads)},
         "runs": {
             name: {
                 key: {
                     "median": statistics.median(r[key] for r in got),
                     "max": max(r[key] for r in got),
                 }
-                for key in ("first_line_s", "first_page_s")
+                for key in ("first_line_s", "first_page_s", "cpu_s")
             }
             for name, got in runs.items()
         },
@@ -129,8 +148,9 @@ def render(results: list[dict[str, Any]]) -> str:
     lines = [
         f"`wsfleet messages` on one connection holding {results[0]['stored']:,} messages, page "
         f"{PAGE} (median (max) of {results[0]['repeats']}, from spawn; `wsfleet --help` alone)",
-        "| backend | first line | first page | first page from the middle | process start |",
-        "|---|---|---|---|---|",
+        "| backend | first line | first page | first page from the middle | command CPU | "
+        "process start | the read alone (in-process) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in results:
         start, middle = r["runs"]["from the start"], r["runs"]["from the middle"]
@@ -138,6 +158,8 @@ def render(results: list[dict[str, Any]]) -> str:
             f"| {r['engine']} | {start['first_line_s']['median']:.2f} s "
             f"({start['first_line_s']['max']:.2f}) | {start['first_page_s']['median']:.2f} s "
             f"({start['first_page_s']['max']:.2f}) | {middle['first_page_s']['median']:.2f} s "
-            f"({middle['first_page_s']['max']:.2f}) | {r['process_start_s']:.2f} s |"
+            f"({middle['first_page_s']['max']:.2f}) | {start['cpu_s']['median']:.2f} s | "
+            f"{r['process_start_s']:.2f} s | {r['reader_first_page_s']['median'] * 1000:.0f} ms "
+            f"({r['reader_first_page_s']['max'] * 1000:.0f}) |"
         )
     return "\n".join(lines)
