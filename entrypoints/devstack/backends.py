@@ -183,7 +183,11 @@ async def open_aws(
         read: Callable[[str], Awaitable[list[StoredMessage]]]
         seqs: Callable[[str], Awaitable[list[int]]]
         if sink == "kinesis":
-            stream: KinesisMessageReader = await provide(container.reader)
+            # The service's largest GetRecords page: a judge reads every connection's records
+            # from the whole stream, once per connection.
+            stream = KinesisMessageReader(
+                await provide(container.kinesis), env[PREFIX + "KINESIS_STREAM"], page=10_000
+            )
             read = stream.messages
 
             async def seqs(connection_id: str) -> list[int]:
