@@ -19,8 +19,6 @@ from bench.cost import run_cost
 from bench.deaths import run_deaths
 from bench.fleet_scenario import run_fleet
 from bench.ingest import run_ingest
-from bench.kinesis_crash import render as render_kinesis_crash
-from bench.kinesis_crash import run_kinesis_crash
 from bench.limits import raise_open_files
 from bench.read_back import render as render_read_back
 from bench.read_back import run_read_back
@@ -46,7 +44,6 @@ SUITES = (
     "ingest",
     "sink",
     "read-back",
-    "kinesis-crash",
 )
 log = logging.getLogger("bench")
 
@@ -243,9 +240,6 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
                 log_dir, 10_000 if args.quick else 100_000, 2 if args.quick else 5
             )
             print(render_read_back(results["read_back"]), flush=True)
-        elif suite == "kinesis-crash":
-            results["kinesis_crash"] = await run_kinesis_crash(log_dir)
-            print(render_kinesis_crash(results["kinesis_crash"]), flush=True)
         save(out, results)  # after each suite: a later failure keeps what was measured
     return results
 
