@@ -97,8 +97,12 @@ async def _aws(
                 hint_visibility_s=int(env.get(PREFIX + "HINT_VISIBILITY_TIMEOUT_S", "30")),
                 with_dlq=False,
                 settings=env,
+                sink=options.sink,
             )
         )
         env.update(probe.env)
         probe.where = f"{probe.where} (tables {run}-*)"
+        if probe.sink == "kinesis":
+            stream = probe.env[PREFIX + "KINESIS_STREAM"]
+            probe.where += f"; messages on the Kinesis stream {stream}"
         yield probe

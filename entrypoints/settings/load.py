@@ -70,7 +70,7 @@ class Settings:
     upstream_hook: str | None
     upstream_resume_param: str | None
     upstream_seq_field: str
-    upstream_data_field: str
+    upstream_data_field: str | None
     upstream_open_timeout_s: float
     upstream_ping_interval_s: float
     upstream_ping_timeout_s: float

@@ -486,7 +486,9 @@ _UPSTREAM = (
         "upstream_data_field",
         _FIELD_NAME,
         _WS.data_field.default,
-        "JSON field holding the payload (the whole message when absent).",
+        "Unset, the whole upstream frame is stored (every field; the seq still read from its "
+        "field). Set, only this JSON field is kept as the payload (the whole frame when a "
+        "message has no such field): the other fields are dropped.",
     ),
     _s(
         "UPSTREAM_OPEN_TIMEOUT_S",

@@ -32,7 +32,7 @@ from entrypoints.devstack.aws import LocalAws
 from entrypoints.devstack.backends import open_postgres
 from entrypoints.embedded import EmbeddedContainer, messages_path
 from entrypoints.settings import load_settings
-from entrypoints.simulator import UpstreamSimulator
+from entrypoints.simulator import UpstreamSimulator, is_message
 from entrypoints.simulator.hostile import FAULTS, GOOD_FIRST, TOLERATED
 from tests.e2e.cli_process import cli_process
 from tests.e2e.worker_process import worker_process
@@ -236,7 +236,7 @@ async def test_hostile_upstreams_cost_only_their_own_connections(
         gaps = [b.received_at_ms - a.received_at_ms for a, b in itertools.pairwise(stored)]
         assert len(seqs) > GOOD_FIRST + rate * PHASE_S, f"{cid} stored too little: {seqs} {gaps}"
         assert seqs == list(range(1, len(seqs) + 1)), f"{cid}: gap or duplicate"
-        assert all(m.data == f"{cid}:{m.seq}" for m in stored), f"{cid}: not its own data"
+        assert all(is_message(m.data, cid, m.seq) for m in stored), f"{cid}: not its own data"
         stalls[cid] = max(gaps)
         # Handed over, not waited out: an ownership change by expiry is a LeaseTakenOver.
         history = await backend.router.history(cid)
