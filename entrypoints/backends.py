@@ -1,5 +1,7 @@
 """The backends, one entry each: what a process needs to know to run on one. Adding a backend
-is one entry here (and its composition root, a sibling of entrypoints/embedded.py).
+is one entry here, its composition root (a sibling of entrypoints/embedded.py), and in
+entrypoints/settings its own settings and its built-in sinks (`SINKS_OF_BACKEND`; a test
+checks that every entry has them).
 
 Light on purpose: the CLI's `--help` and the settings table read the names, so the heavy parts
 (containers, requirement checks, the dev stack's deployment) are named as `module:attribute`

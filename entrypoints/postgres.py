@@ -16,7 +16,8 @@
 - upstream: the WebSocket connector.
 """
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 
 from dependency_injector import containers, providers
 
@@ -26,7 +27,12 @@ from adapters.postgres.message_sink import PostgresMessageSink
 from adapters.postgres.queue import PostgresNotificationQueue
 from adapters.postgres.store import PostgresConnectionStore
 from adapters.system.clock import SystemClock
-from application.errors import QueueUnavailable, SinkUnavailable, StoreUnavailable
+from application.errors import (
+    ConfigurationError,
+    QueueUnavailable,
+    SinkUnavailable,
+    StoreUnavailable,
+)
 from application.ports import Clock
 from entrypoints.containers import core_of, websocket_upstream
 from entrypoints.extensions import no_reader, sink_choice, user_sink
@@ -35,6 +41,7 @@ from entrypoints.settings import Settings
 
 # asyncpg's default: statements prepared once per database connection and kept.
 STATEMENT_CACHE_SIZE = 100
+URL_VARIABLE = "WSFLEET_POSTGRES_URL"
 
 
 def postgres_url(settings: Settings) -> str:
@@ -46,20 +53,32 @@ def statement_cache_size(settings: Settings) -> int:
     return STATEMENT_CACHE_SIZE if settings.postgres_prepared_statements else 0
 
 
+@contextmanager
+def _naming_the_url() -> Iterator[None]:
+    """The adapters' configuration errors (a URL the driver cannot parse, a refused login, a
+    schema to migrate) say what is wrong but not where it was set: name the variable."""
+    try:
+        yield
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{URL_VARIABLE}=(hidden): {exc}") from exc
+
+
 async def migrate(settings: Settings) -> tuple[int, int]:
     """`wsfleet migrate` on this backend: (schema version found, version now)."""
-    return await migrate_database(
-        postgres_url(settings), statement_cache_size=statement_cache_size(settings)
-    )
+    with _naming_the_url():
+        return await migrate_database(
+            postgres_url(settings), statement_cache_size=statement_cache_size(settings)
+        )
 
 
 async def postgres_pool(settings: Settings) -> AsyncIterator[Pool]:
-    pool = await open_pool(
-        postgres_url(settings),
-        size=settings.postgres_pool_size,
-        statement_cache_size=statement_cache_size(settings),
-        unavailable=StoreUnavailable,
-    )
+    with _naming_the_url():
+        pool = await open_pool(
+            postgres_url(settings),
+            size=settings.postgres_pool_size,
+            statement_cache_size=statement_cache_size(settings),
+            unavailable=StoreUnavailable,
+        )
     try:
         yield pool
     finally:

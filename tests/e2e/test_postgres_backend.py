@@ -164,9 +164,10 @@ async def test_a_worker_refuses_an_unmigrated_database_by_name(
 
     database = postgres_url.rsplit("/", 1)[1]
     assert code == 2, stderr
-    assert f"PostgreSQL database '{database}' has no wsfleet schema: run `wsfleet migrate`" in (
-        stderr
-    )
+    assert (
+        "WSFLEET_POSTGRES_URL=(hidden): "
+        f"PostgreSQL database '{database}' has no wsfleet schema: run `wsfleet migrate`"
+    ) in stderr
     assert "Traceback" not in stderr
 
 
@@ -196,6 +197,7 @@ async def test_a_missing_malformed_or_refused_url_exits_2_without_the_password(
         code, stderr = await run_worker(env)
         assert code == 2, (message, stderr)
         assert message in stderr, stderr
+        assert "WSFLEET_POSTGRES_URL" in stderr, stderr
         assert PASSWORD_WORD not in stderr
         assert password not in stderr
         assert "Traceback" not in stderr
