@@ -102,6 +102,8 @@ def screen_of(tmux: str, home: Path, width: int, height: int) -> str:
     socket = str(home / f"tmux-{width}x{height}.sock")
     # Without the tests' asyncio debug mode: its slow-callback reports are no part of a frame.
     env = child_env({"WSFLEET_DATA_DIR": str(home / ".wsfleet"), "TERM": "xterm-256color"})
+    for sized in ("COLUMNS", "LINES"):  # rich obeys these over the terminal (pytest sets them)
+        env.pop(sized, None)
     args = ["status", "--watch", "--interval", "3600", "--limit", "100000"]
     tmux_cmd = [tmux, "-S", socket, "-f", os.devnull]
     size = ["-x", str(width), "-y", str(height)]
