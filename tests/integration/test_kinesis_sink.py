@@ -151,3 +151,28 @@ async def test_a_batch_larger_than_max_batch_is_refused(client: Any) -> None:
     sink = KinesisMessageSink(client, STREAM)
     with pytest.raises(ValueError, match="max_batch"):
         await sink.write([message(seq) for seq in range(sink.max_batch + 1)])
+
+
+async def test_a_reader_reads_on_from_where_it_left_each_shard(client: Any) -> None:
+    """`wsfleet messages` asks page after page (and --follow every second): the second call
+    reads only what was added, not the stream's whole retention again."""
+    sink = KinesisMessageSink(client, STREAM)
+    reader = KinesisMessageReader(client, STREAM, page=50)
+    requests: list[str] = []
+    client.meta.events.register(
+        "before-send.kinesis.GetRecords", lambda **_: requests.append("GetRecords")
+    )
+    await sink.write([message(seq) for seq in range(1, 201)])
+    assert len(await reader.messages("c1")) == 200
+    first = len(requests)
+
+    await sink.write([message(seq) for seq in range(201, 204)])
+    again = await reader.messages("c1", from_seq=200)
+
+    assert [m.seq for m in again] == [200, 201, 202, 203]
+    # Two shards: each at most the new records' page and the tip's empty answer. Reading the
+    # 203 records again from the oldest would take five pages of 50 on c1's shard alone.
+    assert len(requests) - first <= 4, (first, len(requests))
+    assert [m.seq for m in await KinesisMessageReader(client, STREAM).messages("c1")] == list(
+        range(1, 204)
+    )
