@@ -176,3 +176,19 @@ async def test_a_reader_reads_on_from_where_it_left_each_shard(client: Any) -> N
     assert [m.seq for m in await KinesisMessageReader(client, STREAM).messages("c1")] == list(
         range(1, 204)
     )
+
+
+async def test_an_iterator_that_expired_between_reads_starts_the_scan_over(client: Any) -> None:
+    """Kinesis iterators live five minutes: a `--follow` left idle longer reads from the oldest
+    record again, keeping nothing twice."""
+    sink = KinesisMessageSink(client, STREAM)
+    faulty = FaultyClient(client)
+    reader = KinesisMessageReader(cast(Any, faulty), STREAM)
+    await sink.write([message(seq) for seq in (1, 2)])
+    assert [m.seq for m in await reader.copies("c1")] == [1, 2]
+
+    await sink.write([message(3)])
+    faulty.plan("get_records", raising(client_error("ExpiredIteratorException")))
+
+    assert [m.seq for m in await reader.copies("c1")] == [1, 2, 3]
+    assert faulty.calls["get_shard_iterator"] == 4  # two shards, twice from the oldest
