@@ -14,14 +14,16 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
 # The exact versions of requirements/*.lock (made from pyproject.toml by `make lock`), every file
 # checked against its hash; then the project itself, editable, with no dependency of its own
-# fetched. `pip check` fails the install when pyproject.toml names something the lock lacks.
+# fetched: the service and its dev tooling (dev/, the wsfleet-dev distribution, which needs
+# nothing the service does not). `pip check` fails the install when pyproject.toml names
+# something the lock lacks.
 LOCKS := requirements/build.lock requirements/test.lock
 
-$(STAMP): pyproject.toml $(LOCKS)
+$(STAMP): pyproject.toml dev/pyproject.toml $(LOCKS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/build.lock
 	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/test.lock
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . -e ./dev
 	$(BIN)/python -m pip check
 	touch $(STAMP)
 
@@ -160,4 +162,4 @@ mutants: $(STAMP)
 	$(BIN)/python -m bench.mutants $(MUTANTS_ARGS)
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) $(LOCK_VENV) $(DYNAMODB_LOCAL_DIR) .mypy_cache .pytest_cache .ruff_cache build *.egg-info infra/.terraform.lock.hcl
+	rm -rf $(VENV) $(CHECKOV_VENV) $(LOCK_VENV) $(DYNAMODB_LOCAL_DIR) .mypy_cache .pytest_cache .ruff_cache build *.egg-info dev/build dev/*.egg-info infra/.terraform.lock.hcl

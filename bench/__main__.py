@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import machine
-from bench.backends import Backend, open_aws_backend, open_embedded_backend
+from bench.backends import Backend, open_backend
 from bench.balance import run_balance
 from bench.capacity import run_capacity, run_floor
 from bench.cost import run_cost
@@ -20,6 +20,8 @@ from bench.deaths import run_deaths
 from bench.fleet_scenario import run_fleet
 from bench.ingest import run_ingest
 from bench.limits import raise_open_files
+from bench.read_back import render as render_read_back
+from bench.read_back import run_read_back
 from bench.report import table
 from bench.sink_writers import render as render_sinks
 from bench.sink_writers import run_sink_bench
@@ -41,6 +43,7 @@ SUITES = (
     "floor",
     "ingest",
     "sink",
+    "read-back",
 )
 log = logging.getLogger("bench")
 
@@ -62,11 +65,7 @@ async def per_backend(
     failures: list[dict[str, Any]] = []
     for name in args.backends:
         async with AsyncExitStack() as stack:
-            backend: Backend = await stack.enter_async_context(
-                open_aws_backend(log_dir, name=f"{suite}-local-aws")
-                if name == "aws"
-                else open_embedded_backend(log_dir / f"{suite}-embedded-data")
-            )
+            backend: Backend = await stack.enter_async_context(open_backend(name, log_dir, suite))
             rate = rate_of(backend)
             sim = await simulator(log_dir, rate=rate, name=f"{name}-{suite}-simulator").start()
             stack.push_async_callback(sim.stop)
@@ -232,6 +231,11 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
         elif suite == "sink":
             results["sink"] = await run_sink_bench(log_dir, 2_000 if args.quick else 10_000)
             print(render_sinks(results["sink"]), flush=True)
+        elif suite == "read-back":
+            results["read_back"] = await run_read_back(
+                log_dir, 10_000 if args.quick else 100_000, 2 if args.quick else 5
+            )
+            print(render_read_back(results["read_back"]), flush=True)
         save(out, results)  # after each suite: a later failure keeps what was measured
     return results
 

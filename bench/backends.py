@@ -1,6 +1,7 @@
 """Where a benchmarked fleet keeps its state: the dev stack's local deployments
-(entrypoints/devstack/backends.py), embedded (SQLite files under a fresh data directory) or on
-the AWS adapters (DynamoDB on DynamoDB Local and SQS on a moto server, started for the run).
+(entrypoints/devstack/backends.py), embedded (SQLite files under a fresh data directory), on
+the AWS adapters (DynamoDB on DynamoDB Local and SQS on a moto server, started for the run),
+or any other backend as its registry entry starts it (postgres: a throwaway server).
 
 Each gives the runner what a client of the deployment has (an EventRouter for START and STOP
 over the same store and queue the workers use) and readers of the store and the sink for
@@ -10,11 +11,11 @@ import asyncio
 import logging
 import shutil
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 from entrypoints.devstack.aws import open_local_aws
-from entrypoints.devstack.backends import LocalDeployment, open_aws, open_embedded
+from entrypoints.devstack.backends import LocalDeployment, open_aws, open_embedded, start_backend
 
 REGION = "us-east-1"
 HINT_VISIBILITY_S = 3
@@ -50,3 +51,12 @@ async def open_aws_backend(log_dir: Path, name: str = "local-aws") -> AsyncItera
                 settings=HARNESS,
             )
         )
+
+
+def open_backend(name: str, log_dir: Path, suite: str) -> AbstractAsyncContextManager[Backend]:
+    """A fresh deployment of backend `name` for one suite's run."""
+    if name == "aws":
+        return open_aws_backend(log_dir, name=f"{suite}-local-aws")
+    if name == "embedded":
+        return open_embedded_backend(log_dir / f"{suite}-embedded-data")
+    return start_backend(name, log_dir / f"{suite}-{name}", HARNESS)

@@ -5,6 +5,8 @@ its sink behind a FaultInjectingSink and its clock behind a SkewedClock, all ste
 file (adapters/faults/control.py), by overriding the core container's `store`, `sink` and
 `clock` before the worker is built. When it is
 unset — always, in production — this does nothing at all: no decorator, no task, no file read.
+The decorators are dev tooling (wsfleet-dev), imported only when the setting is given: the
+worker image does not hold them, and there the setting is refused with one line.
 """
 
 import asyncio
@@ -16,11 +18,8 @@ from typing import Any
 
 from dependency_injector import providers
 
-from adapters.faults.clock import SkewedClock
-from adapters.faults.control import ChaosControl
-from adapters.faults.sink import FaultInjectingSink
-from adapters.faults.store import FaultInjectingStore
 from adapters.system.clock import SystemClock
+from entrypoints import dev_tooling
 from entrypoints.containers import provide
 from entrypoints.settings import Settings
 
@@ -29,12 +28,18 @@ log = logging.getLogger(__name__)
 
 @asynccontextmanager
 async def chaos_faults(container: Any, settings: Settings) -> AsyncIterator[None]:
-    """Wrap the worker's store, sink and clock in `container` (AwsContainer or
-    EmbeddedContainer: both have `store`, `sink` and `core`) for as long as the context lasts.
+    """Wrap the worker's store, sink and clock in `container` (any backend's: each has
+    `store`, `sink` and `core`) for as long as the context lasts.
     Enter it before asking the container for the worker."""
     if settings.chaos_control is None:
         yield
         return
+    dev_tooling.require("adapters.faults", "WSFLEET_CHAOS_CONTROL")
+    from adapters.faults.clock import SkewedClock
+    from adapters.faults.control import ChaosControl
+    from adapters.faults.sink import FaultInjectingSink
+    from adapters.faults.store import FaultInjectingStore
+
     clock = SkewedClock(SystemClock(), 0)
     store = FaultInjectingStore(await provide(container.store), clock)
     sink = FaultInjectingSink(await provide(container.sink), clock)

@@ -6,10 +6,16 @@ it has a `settings` parameter, else with no arguments. A sink may come back as a
 context manager (to open its own clients); it is entered at start-up and exited at shutdown.
 Anything wrong (import fails, attribute missing, object lacks the port's methods) is a
 ConfigurationError that names the variable, raised before the worker takes any connection.
+
+The module is found among the installed packages first, then in the working directory: the
+`wsfleet` console script has its own directory on sys.path, not the working directory that
+`python -m` puts there, and a team's `my_sink.py` beside its settings should load either way.
 """
 
 import importlib
 import inspect
+import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -18,6 +24,7 @@ from adapters.websocket import UpstreamHook
 from application.errors import ConfigurationError
 from application.ports import MessageReader, MessageSink
 from entrypoints.settings import Settings
+from entrypoints.settings.load import SINKS_OF_BACKEND
 
 SINK_VARIABLE = "WSFLEET_MESSAGE_SINK"
 HOOK_VARIABLE = "WSFLEET_UPSTREAM_HOOK"
@@ -26,7 +33,7 @@ HOOK_VARIABLE = "WSFLEET_UPSTREAM_HOOK"
 def load_attribute(ref: str, variable: str) -> Any:
     module_name, _, attribute = ref.partition(":")
     try:
-        target: Any = importlib.import_module(module_name)
+        target: Any = _import(module_name)
     except ImportError as exc:
         raise ConfigurationError(
             f"{variable}={ref!r}: cannot import {module_name!r}: {exc}"
@@ -39,6 +46,22 @@ def load_attribute(ref: str, variable: str) -> Any:
                 f"{variable}={ref!r}: module {module_name!r} has no attribute {attribute!r}"
             ) from None
     return target
+
+
+def _import(module_name: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.partition(".")[0]
+        here = os.getcwd()
+        # Only the module itself missing, not something it imports; and only once.
+        if exc.name != top or here in sys.path or "" in sys.path:
+            raise
+    # Appended, not prepended: a file in the working directory never shadows an installed
+    # package, and the path stays for the module's own imports later.
+    sys.path.append(here)
+    importlib.invalidate_caches()
+    return importlib.import_module(module_name)
 
 
 def instantiate(ref: str, variable: str, settings: Settings) -> Any:
@@ -105,7 +128,8 @@ def no_reader(settings: Settings) -> MessageReader:
     """`wsfleet messages` with a sink of the team's own: only the built-in sinks are read."""
     raise ConfigurationError(
         f"{SINK_VARIABLE}={settings.message_sink}: `wsfleet messages` reads the built-in sinks "
-        "only (the DynamoDB messages table, messages.sqlite); read your sink where it stores"
+        "only (the DynamoDB messages table, messages.sqlite, PostgreSQL's messages table); "
+        "read your sink where it stores"
     )
 
 
@@ -115,5 +139,5 @@ def sink_choice(settings: Settings) -> str:
     a built-in sink the backend cannot run."""
     sink = settings.message_sink
     if sink is None:
-        return "sqlite" if settings.backend == "embedded" else "dynamodb"
+        return SINKS_OF_BACKEND[settings.backend][0]
     return "custom" if ":" in sink else sink

@@ -1,8 +1,10 @@
-"""The worker process: `python -m entrypoints.worker` (the ECS task's command).
+"""The worker process: `python -m entrypoints.worker` (the ECS task's and the image's command),
+on every backend whose registry entry says `image_worker` (entrypoints/backends.py: aws,
+postgres); the embedded one runs under `wsfleet worker`, which prepares its data directory.
 
 Exit codes: 0 after a graceful shutdown; 2 for invalid configuration (one line per problem on
 stderr, naming the variable and what it allows; no stack trace), a worker id another live
-worker runs under included; 1 if the worker crashed;
+worker runs under included; 1 if the worker crashed, or its backend did not answer at start;
 128 + N after an exit forced by signal N (SIGQUIT, or a deliberate second SIGINT: see
 entrypoints/worker/signals.py); 70 if the graceful shutdown overran its budget.
 """
@@ -13,10 +15,11 @@ import os
 import sys
 from collections.abc import Mapping
 
-from application.errors import ConfigurationError
+from application.errors import ApplicationError, ConfigurationError
 from application.worker.worker import Worker
+from entrypoints.backends import BACKENDS, backend_of, new_container
 from entrypoints.chaos import chaos_faults
-from entrypoints.containers import AwsContainer, provide, shutdown
+from entrypoints.containers import provide, shutdown
 from entrypoints.logging_setup import bind_globally, setup_logging
 from entrypoints.settings import Settings, load_settings
 from entrypoints.worker.gc_tuning import tune_gc
@@ -35,10 +38,11 @@ def main(environ: Mapping[str, str] | None = None) -> int:
     env = os.environ if environ is None else environ
     try:
         settings = load_settings(env)
-        if settings.backend != "aws":
+        if not backend_of(settings.backend).image_worker:
+            runs = ", ".join(b.name for b in BACKENDS.values() if b.image_worker)
             raise ConfigurationError(
-                f"WSFLEET_BACKEND={settings.backend}: this command runs the AWS worker; run the "
-                "embedded backend with `wsfleet worker`, or set WSFLEET_BACKEND=aws"
+                f"WSFLEET_BACKEND={settings.backend}: this command runs the {runs} workers; run "
+                f"the {settings.backend} backend with `wsfleet worker`"
             )
     except ConfigurationError as exc:
         print(f"wsfleet worker: {exc}", file=sys.stderr)
@@ -49,12 +53,15 @@ def main(environ: Mapping[str, str] | None = None) -> int:
     except ConfigurationError as exc:  # found while opening adapters (a sink that won't load)
         print(f"wsfleet worker: {exc}", file=sys.stderr)
         return EXIT_CONFIGURATION
+    except ApplicationError as exc:  # the backend did not answer at start (a database down)
+        print(f"wsfleet worker: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_CRASHED
 
 
 async def run(settings: Settings, environ: Mapping[str, str]) -> int:
     worker_id = settings.worker_id or await new_worker_id(environ)
     bind_globally(service=settings.service_name, worker_id=worker_id)
-    container = AwsContainer(settings=settings)
+    container = new_container(settings)
     try:
         async with chaos_faults(container, settings):  # nothing unless WSFLEET_CHAOS_CONTROL
             worker: Worker = await provide(container.core.worker, worker_id=worker_id)

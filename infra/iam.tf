@@ -122,6 +122,28 @@ resource "aws_iam_role_policy" "worker" {
   policy = data.aws_iam_policy_document.worker.json
 }
 
+# What a sink or upstream hook of your own calls (var.worker_extra_policy_statements), in a
+# policy of its own: the one above stays exactly what the built-in adapters call.
+data "aws_iam_policy_document" "worker_extra" {
+  count = length(var.worker_extra_policy_statements) > 0 ? 1 : 0
+
+  dynamic "statement" {
+    for_each = var.worker_extra_policy_statements
+    content {
+      sid       = statement.value.sid
+      actions   = statement.value.actions
+      resources = statement.value.resources
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "worker_extra" {
+  count  = length(var.worker_extra_policy_statements) > 0 ? 1 : 0
+  name   = "wsfleet-worker-extra"
+  role   = aws_iam_role.worker.id
+  policy = data.aws_iam_policy_document.worker_extra[0].json
+}
+
 # --- Worker task execution role (pull the image, write the logs) ----------------------------------
 
 resource "aws_iam_role" "worker_execution" {

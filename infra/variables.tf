@@ -446,6 +446,24 @@ variable "worker_extra_environment" {
   }
 }
 
+variable "worker_extra_policy_statements" {
+  description = "More IAM statements (Allow) for the worker's task role: what a sink or upstream hook of your own calls, e.g. [{ sid = \"TeamSink\", actions = [\"s3:PutObject\"], resources = [\"arn:aws:s3:::team-bucket/*\"] }] (docs/deploy.md). Attached as a policy of its own."
+  type = list(object({
+    sid       = optional(string)
+    actions   = list(string)
+    resources = list(string)
+  }))
+  default = []
+
+  validation {
+    condition = alltrue([
+      for s in var.worker_extra_policy_statements :
+      length(s.actions) > 0 && length(s.resources) > 0 && !anytrue([for a in s.actions : a == "*" || endswith(a, ":*")])
+    ])
+    error_message = "worker_extra_policy_statements: each statement needs actions and resources, and names its actions (no \"*\" or \"service:*\")."
+  }
+}
+
 # --- Alarms --------------------------------------------------------------------------------------
 
 variable "alarm_actions" {

@@ -20,7 +20,7 @@ from typing import NoReturn, TypeAlias, TypeVar
 
 import asyncpg
 
-from adapters.postgres.schema import Conn, check_schema
+from adapters.postgres.schema import Conn, check_schema, migrate
 from application.errors import ApplicationError, ConfigurationError
 
 T = TypeVar("T")
@@ -80,6 +80,8 @@ async def open_pool(
         raise ConfigurationError(f"PostgreSQL refused the connection: {exc}") from None
     except ValueError:  # asyncpg's URI parser, whose message may quote the URI (a secret)
         raise ConfigurationError("the PostgreSQL URL is not a valid libpq URI") from None
+    except OverflowError:  # a port the parser let through and the socket refuses
+        raise ConfigurationError("the PostgreSQL URL has a port outside 0-65535") from None
     except Exception as exc:
         if unavailable_cause(exc):
             raise unavailable(f"PostgreSQL: {type(exc).__name__}: {exc}") from exc
@@ -92,6 +94,17 @@ async def open_pool(
             await pool.close()
             raise
     return pool
+
+
+async def migrate_database(url: str, *, statement_cache_size: int = 100) -> tuple[int, int]:
+    """`schema.migrate` on the database at `url` (what `wsfleet migrate` runs): (version found,
+    version now). Raises as `open_pool` does."""
+    pool = await open_pool(url, size=1, check=False, statement_cache_size=statement_cache_size)
+    try:
+        async with pool.acquire() as conn:
+            return await migrate(conn)
+    finally:
+        await pool.close()
 
 
 class PostgresDatabase:

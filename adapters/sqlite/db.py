@@ -29,7 +29,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
@@ -131,15 +131,25 @@ class SqliteDatabase:
             raise ConfigurationError(f"SQLite busy timeout must be positive, got {busy_timeout_s}")
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"wsfleet-{name}")
         db = cls(Path(path), executor, unavailable)
-        try:
+        with db.closed_on_error():
             await db._call(lambda: db._connect(schema, busy_timeout_s, synchronous.upper()))
-        except BaseException:
-            # Also on cancellation: the queued close runs after the connect, then the thread ends.
-            db._closed = True
-            executor.submit(db._close_in_thread)
-            executor.shutdown(wait=False)
-            raise
         return db
+
+    @contextlib.contextmanager
+    def closed_on_error(self) -> Iterator[None]:
+        """Close this database if the block raises or is cancelled, then re-raise: around
+        opening it and making an adapter of it, so that a failed open leaves no file open and
+        no thread behind. The close is queued behind the calls already on the database's
+        thread (after a cancellation the connect may still be running there) and not waited
+        for, so that it never holds up the cancellation."""
+        try:
+            yield
+        except BaseException:
+            if not self._closed:
+                self._closed = True
+                self._executor.submit(self._close_in_thread)
+                self._executor.shutdown(wait=False)
+            raise
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` in one read transaction: its statements see one consistent snapshot."""

@@ -92,11 +92,8 @@ class SqliteMessageSink:
             synchronous=synchronous,
             name="sqlite-sink",
         )
-        try:
+        with db.closed_on_error():
             return cls(db, max_batch)
-        except BaseException:
-            await db.close()
-            raise
 
     @classmethod
     @asynccontextmanager

@@ -96,7 +96,7 @@ class SqliteNotificationQueue:
             synchronous="NORMAL",
             name="sqlite-queue",
         )
-        try:
+        with db.closed_on_error():
             return cls(
                 db,
                 clock,
@@ -105,9 +105,6 @@ class SqliteNotificationQueue:
                 max_depth=max_depth,
                 retention_s=retention_s,
             )
-        except BaseException:
-            await db.close()
-            raise
 
     @classmethod
     @asynccontextmanager

@@ -64,12 +64,9 @@ class SqliteConnectionStore(ConnectionStore):
             synchronous=synchronous,
             name="sqlite-store",
         )
-        try:
+        with db.closed_on_error():
             await _check_tables(db)
-        except BaseException:
-            await db.close()
-            raise
-        return cls(db)
+            return cls(db)
 
     @classmethod
     @asynccontextmanager

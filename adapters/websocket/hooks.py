@@ -34,7 +34,7 @@ class UpstreamHook(Protocol):
 class DefaultUpstreamHook:
     """No extra headers, nothing sent on open, JSON messages with a seq field."""
 
-    def __init__(self, seq_field: str = "seq", data_field: str = "data") -> None:
+    def __init__(self, seq_field: str = "seq", data_field: str | None = None) -> None:
         self.seq_field = seq_field
         self.data_field = data_field
 

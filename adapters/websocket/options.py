@@ -57,10 +57,11 @@ def _header_pairs(
 class WebSocketOptions:
     # Resume: `?<resume_param>=<seq>` is added to the URL; None never adds it.
     resume_param: str | None = attrs.field(default="from_seq", validator=_not_blank)
-    # The built-in parser reads JSON objects: the seq from `seq_field`, the payload from
-    # `data_field` (the whole text when absent). A hook's `parse` replaces it.
+    # The built-in parser reads JSON objects: the seq from `seq_field`; the whole frame is
+    # stored unless `data_field` names the one field to keep (the whole text when a message
+    # lacks it). A hook's `parse` replaces it.
     seq_field: str = attrs.field(default="seq", validator=_not_blank)
-    data_field: str = attrs.field(default="data", validator=_not_blank)
+    data_field: str | None = attrs.field(default=None, validator=_not_blank)
     open_timeout: float = attrs.field(default=10.0, validator=_positive)
     ping_interval: float | None = attrs.field(default=20.0, validator=_positive)
     ping_timeout: float | None = attrs.field(default=20.0, validator=_positive)

@@ -1,9 +1,11 @@
 """The built-in message format and the resume URL.
 
-Messages: a JSON object with an integer seq field is a sequenced message; its data field is the
-payload (a string as is, anything else re-encoded as JSON), or the whole text when the object
-has no data field. Text that is not a JSON object, or has no seq (or a null one), is passed on
-whole with seq=None: the worker then numbers messages itself and cannot resume exactly.
+Messages: a JSON object with an integer seq field is a sequenced message, stored whole: every
+field the upstream sent (a speaker, a timestamp) reaches the sink. Keeping one field only is a
+choice the caller makes by naming it (`data_field`): that field is then the payload (a string
+as is, anything else re-encoded as JSON), or the whole text when the object has no such field.
+Text that is not a JSON object, or has no seq (or a null one), is passed on whole with
+seq=None: the worker then numbers messages itself and cannot resume exactly.
 """
 
 import json
@@ -13,7 +15,7 @@ from application.ports import UpstreamMessage
 
 
 def parse_json_message(
-    raw: str, seq_field: str = "seq", data_field: str = "data"
+    raw: str, seq_field: str = "seq", data_field: str | None = None
 ) -> UpstreamMessage:
     """Raises ValueError when the seq field holds something other than a non-negative int, or
     the JSON nests deeper than the parser's recursion limit (its RecursionError is not a
@@ -29,7 +31,7 @@ def parse_json_message(
     seq = body.get(seq_field)
     if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
         raise ValueError(f"field {seq_field!r} is not a non-negative integer: {seq!r:.40}")
-    if data_field not in body:
+    if data_field is None or data_field not in body:
         return UpstreamMessage(seq=seq, data=raw)
     data = body[data_field]
     if isinstance(data, str):

@@ -1,5 +1,6 @@
 """The backend a command runs on: its settings (from the environment the flags were written
-into, see options.py) and its container.
+into, see options.py), what the command needs of it, and its container (entrypoints/
+backends.py, the registry).
 
 The data directory of the embedded backend: commands that write (`worker`, `api`, `start`,
 `demo`) create the directory itself when it is missing, never its parents (a missing parent is
@@ -16,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from application.errors import ConfigurationError
-from entrypoints.containers import AwsContainer, shutdown
-from entrypoints.embedded import EmbeddedContainer
+from entrypoints.backends import backend_of, load, new_container
+from entrypoints.containers import shutdown
 from entrypoints.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
@@ -26,22 +27,38 @@ log = logging.getLogger(__name__)
 def command_settings(
     env: Mapping[str, str], *, writes: bool, needs_queue: bool = False
 ) -> Settings:
-    """Settings for a command. Raises ConfigurationError (SettingsError) with every problem."""
+    """Settings for a command, and what the command needs of its backend (the registry's
+    `requirements`). Raises ConfigurationError (SettingsError) with every problem."""
     settings = load_settings(env, aws=False)
-    if settings.backend == "aws":
-        if needs_queue and not settings.queue_url:
-            raise ConfigurationError(
-                "the aws backend needs the SQS hint queue for this command: "
-                "set WSFLEET_QUEUE_URL or pass --queue-url"
-            )
-        if not (settings.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")):
-            raise ConfigurationError(
-                "the aws backend needs a region: set WSFLEET_REGION (or AWS_REGION), or pass "
-                "--region"
-            )
-    else:
-        ensure_data_dir(Path(settings.data_dir), create=writes)
+    requirements = load(backend_of(settings.backend).requirements)
+    requirements(settings, env, writes=writes, needs_queue=needs_queue)
     return settings
+
+
+def aws_requirements(
+    settings: Settings, env: Mapping[str, str], *, writes: bool, needs_queue: bool
+) -> None:
+    if needs_queue and not settings.queue_url:
+        raise ConfigurationError(
+            "the aws backend needs the SQS hint queue for this command: "
+            "set WSFLEET_QUEUE_URL or pass --queue-url"
+        )
+    if not (settings.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")):
+        raise ConfigurationError(
+            "the aws backend needs a region: set WSFLEET_REGION (or AWS_REGION), or pass --region"
+        )
+
+
+def embedded_requirements(
+    settings: Settings, env: Mapping[str, str], *, writes: bool, needs_queue: bool
+) -> None:
+    ensure_data_dir(Path(settings.data_dir), create=writes)
+
+
+def no_requirements(
+    settings: Settings, env: Mapping[str, str], *, writes: bool, needs_queue: bool
+) -> None:
+    """A backend whose settings say all it needs (the postgres one: its URL)."""
 
 
 # The data directory holds every upstream URL with its credentials and every message: only
@@ -91,12 +108,6 @@ def _warn_if_shared(path: Path) -> None:
             fix,
             found,
         )
-
-
-def new_container(settings: Settings) -> Any:
-    if settings.backend == "aws":
-        return AwsContainer(settings=settings)
-    return EmbeddedContainer(settings=settings)
 
 
 @asynccontextmanager

@@ -34,8 +34,8 @@ from application.errors import ApplicationError
 from application.worker_ids import worker_id_for
 from entrypoints.cli.backend import command_settings, open_backend
 from entrypoints.containers import provide
-from entrypoints.devstack.service import DIE_WITH_PARENT
 from entrypoints.logging_setup import bind_globally, setup_logging
+from entrypoints.parent_death import dying_with_parent
 from entrypoints.settings import PREFIX, Settings
 
 log = logging.getLogger(__name__)
@@ -141,9 +141,7 @@ class Supervisor:
     async def _spawn(self, slot: int, worker_id: str) -> asyncio.subprocess.Process:
         env = {**self._env, PREFIX + "WORKER_ID": worker_id}
         env[PREFIX + "HEALTH_PORT"] = str(self._health_port + slot if self._health_port else 0)
-        command = [sys.executable, "-m", "entrypoints.cli", "worker"]
-        if sys.platform == "linux":
-            command = [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), *command]
+        command = dying_with_parent([sys.executable, "-m", "entrypoints.cli", "worker"])
         return await asyncio.create_subprocess_exec(
             *command, env=env, stdin=subprocess.DEVNULL, start_new_session=True
         )

@@ -19,9 +19,8 @@ from application.errors import ApplicationError, ConfigurationError
 from application.ports.sink import MAX_SEQ
 from application.url_policy import ForbiddenUrl
 from domain import DomainError
-from entrypoints.cli import simulate
+from entrypoints import dev_tooling
 from entrypoints.cli.options import add_backend_options, command_environment
-from entrypoints.demo import cli as demo
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # refused (bad id or URL, not found, conflict) or the backend failed
@@ -32,7 +31,8 @@ DESCRIPTION = """\
 Run and operate a wsfleet: workers that hold long-lived outbound WebSocket connections with
 exactly one owner each. The embedded backend (default) keeps everything in SQLite files under
 the data directory, for one host; --backend aws uses DynamoDB and SQS (--endpoint-url for a
-local emulator such as moto)."""
+local emulator such as moto); --backend postgres one PostgreSQL database
+(WSFLEET_POSTGRES_URL; `wsfleet migrate` first)."""
 
 EPILOG = """\
 exit codes: 0 success; 1 refused (invalid id or URL, unknown connection, conflict) or the
@@ -47,6 +47,13 @@ PRIVATE_HINT = (
     "WSFLEET_ALLOW_PRIVATE_UPSTREAMS=true for the command, the API and the workers; "
     "local development only)"
 )
+
+# The commands of the dev tooling (wsfleet-dev): command -> (its package, whose `cli` module
+# has DESCRIPTION, add_arguments, check and run; whether it takes the backend options).
+DEV_COMMANDS = {
+    "simulate-upstream": ("entrypoints.simulator", False),
+    "demo": ("entrypoints.demo", True),
+}
 
 Handler = Callable[[argparse.Namespace, Mapping[str, str]], Coroutine[Any, Any, int]]
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,48}")
@@ -151,6 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=_seconds, default=1.0, help="--follow: seconds between reads")
     p.add_argument("--page", type=_positive, default=1000, help="messages read per request")
 
+    command(
+        "migrate",
+        "bring the backend's database schema to this wsfleet's version (postgres; before the "
+        "workers of a new version start)",
+        "migrate:migrate",
+    )
+
     p = command(
         "end-session",
         "a worker is certainly gone: end its sessions now and hint its connections to the others",
@@ -195,16 +209,15 @@ def build_parser() -> argparse.ArgumentParser:
         "within a minute, up to 30 [1]",
     )
 
-    p = command(
-        "simulate-upstream",
-        "serve simulated live upstream streams (ws://HOST:PORT/stream/<id>)",
-        None,
-        backend=False,
-    )
-    simulate.add_arguments(p)
-
-    p = command("demo", demo.DESCRIPTION, None)
-    demo.add_arguments(p)
+    for name, (package, backend) in DEV_COMMANDS.items():
+        if dev_tooling.installed(package):
+            dev = importlib.import_module(f"{package}.cli")
+            dev.add_arguments(command(name, dev.DESCRIPTION, None, backend))
+        else:  # takes any arguments (no option prefix), refused in main() with what to install
+            p = sub.add_parser(
+                name, help="(not installed: needs the dev tooling)", prefix_chars="\0"
+            )
+            p.add_argument("arguments", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -214,12 +227,14 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     env = os.environ if environ is None else environ
     name = f"wsfleet {args.command}"
     try:
-        if args.command == "simulate-upstream":
-            simulate.check(parser, args)
-            return simulate.run(args)
-        if args.command == "demo":
-            demo.check(parser, args)
-            return demo.run(args, command_environment(args, env))
+        if args.command in DEV_COMMANDS:
+            package, backend = DEV_COMMANDS[args.command]
+            dev_tooling.require(package, "this command")
+            dev = importlib.import_module(f"{package}.cli")
+            dev.check(parser, args)
+            if backend:
+                return int(dev.run(args, command_environment(args, env)))
+            return int(dev.run(args))
         return asyncio.run(_handler(args.handler)(args, command_environment(args, env)))
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)

@@ -11,8 +11,9 @@ ordinary settings loader then parses: one set of rules for every process.
 import argparse
 from collections.abc import Mapping
 
+from entrypoints.backends import BACKENDS, NAMES
+
 PREFIX = "WSFLEET_"  # entrypoints.settings.PREFIX (not imported: it loads every adapter)
-BACKENDS = ("embedded", "aws")
 
 # argparse destination -> the environment variable it overrides.
 FLAG_VARIABLES = {
@@ -31,10 +32,9 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("backend (flags override WSFLEET_* variables)")
     group.add_argument(
         "--backend",
-        choices=BACKENDS,
+        choices=NAMES,
         default=argparse.SUPPRESS,
-        help="embedded: SQLite files in the data directory (default); aws: DynamoDB and SQS "
-        "[WSFLEET_BACKEND]",
+        help="; ".join(f"{b.name}: {b.summary}" for b in BACKENDS.values()) + " [WSFLEET_BACKEND]",
     )
     group.add_argument(
         "--data-dir",

@@ -1,4 +1,4 @@
-"""The long-running commands: `wsfleet worker` and `wsfleet api`, on either backend.
+"""The long-running commands: `wsfleet worker` and `wsfleet api`, on any backend.
 
 Both log JSON lines to stdout (like the ECS worker and the Lambda) and stop on SIGINT or
 SIGTERM. The worker is served by the same `serve` as the ECS task (health endpoint, graceful

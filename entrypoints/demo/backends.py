@@ -4,8 +4,10 @@ judges (entrypoints/devstack/backends.py).
 Embedded: a fresh data directory (a temporary one unless --data-dir). AWS: the dev stack's
 local AWS (entrypoints/devstack: DynamoDB Local for DynamoDB, moto for SQS; moto alone, and
 saying so, where java or DynamoDB Local is missing) or the emulator at --endpoint-url, with
-tables and a hint queue named for this run. The demo reads through the same adapters the
-workers use: the store for owners and checkpoints, the messages for the judge.
+tables and a hint queue named for this run. Every other backend: what its registry entry's
+`devstack` starts (postgres: a throwaway PostgreSQL server and a fresh, migrated database).
+The demo reads through the same adapters the workers use: the store for owners and
+checkpoints, the messages for the judge.
 """
 
 import secrets
@@ -16,7 +18,7 @@ from pathlib import Path
 from entrypoints.cli.backend import ensure_data_dir
 from entrypoints.demo.options import DemoOptions
 from entrypoints.devstack.aws import open_local_aws
-from entrypoints.devstack.backends import LocalDeployment, open_aws, open_embedded
+from entrypoints.devstack.backends import LocalDeployment, open_aws, open_embedded, start_backend
 from entrypoints.devstack.process import Processes
 from entrypoints.devstack.service import CREDENTIALS
 from entrypoints.settings import PREFIX
@@ -33,14 +35,40 @@ async def prepare(
 ) -> AsyncIterator[Probe]:
     """Adds the backend's variables to `env` (the processes' environment) and yields a probe."""
     if options.backend == "aws":
-        async with _aws(options, children, run_dir, env) as probe:
-            yield probe
+        opening = _aws(options, children, run_dir, env)
+    elif options.backend == "embedded":
+        opening = _embedded(options, run_dir, env)
     else:
-        data_dir = Path(options.data_dir) if options.data_dir else run_dir / "data"
-        ensure_data_dir(data_dir, create=True)
-        async with open_embedded(data_dir, env) as probe:
-            env.update(probe.env)
-            yield probe
+        opening = _started(options, children, run_dir, env)
+    async with opening as probe:
+        yield probe
+
+
+# embedded and aws take demo flags of their own (--data-dir, --endpoint-url); the others are
+# started as the registry says.
+
+
+@asynccontextmanager
+async def _embedded(
+    options: DemoOptions, run_dir: Path, env: dict[str, str]
+) -> AsyncIterator[Probe]:
+    data_dir = Path(options.data_dir) if options.data_dir else run_dir / "data"
+    ensure_data_dir(data_dir, create=True)
+    async with open_embedded(data_dir, env) as probe:
+        env.update(probe.env)
+        yield probe
+
+
+@asynccontextmanager
+async def _started(
+    options: DemoOptions, children: Processes, run_dir: Path, env: dict[str, str]
+) -> AsyncIterator[Probe]:
+    async with AsyncExitStack() as stack:
+        probe = await stack.enter_async_context(start_backend(options.backend, run_dir, env))
+        # Children first (they release their leases), then the backend's services.
+        stack.push_async_callback(children.close)
+        env.update(probe.env)
+        yield probe
 
 
 @asynccontextmanager
@@ -69,8 +97,12 @@ async def _aws(
                 hint_visibility_s=int(env.get(PREFIX + "HINT_VISIBILITY_TIMEOUT_S", "30")),
                 with_dlq=False,
                 settings=env,
+                sink=options.sink,
             )
         )
         env.update(probe.env)
         probe.where = f"{probe.where} (tables {run}-*)"
+        if probe.sink == "kinesis":
+            stream = probe.env[PREFIX + "KINESIS_STREAM"]
+            probe.where += f"; messages on the Kinesis stream {stream}"
         yield probe

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from application.errors import ApplicationError, ConfigurationError
-from entrypoints.cli.options import BACKENDS, PREFIX
+from entrypoints.backends import NAMES as BACKENDS
+from entrypoints.cli.options import PREFIX
 from entrypoints.demo.options import DemoError, DemoOptions
 from entrypoints.devstack.process import ProcessError, Processes
+from entrypoints.settings.load import SINKS_OF_BACKEND
 
 if TYPE_CHECKING:
     from entrypoints.demo.judge import Summary
@@ -45,9 +47,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ignores WSFLEET_* variables other than WSFLEET_BACKEND; --backend aws starts DynamoDB "
         "Local and a moto server for SQS (moto alone, and says so, without java or DynamoDB "
         "Local: `make dynamodb-local`), or uses --endpoint-url, with tables and a queue named "
-        "for the run. "
+        "for the run; --backend postgres starts a throwaway PostgreSQL server (the pgserver "
+        "wheel of the test extra) with a fresh, migrated database. "
         "Exit codes: 0 every invariant held, 1 an invariant broke or the demo could not run, "
         "2 bad arguments."
+    )
+    parser.add_argument(
+        "--sink",
+        choices=sorted({sink for sinks in SINKS_OF_BACKEND.values() for sink in sinks}),
+        help="where the workers store messages: the backend's own (sqlite, the dynamodb "
+        "messages table, the postgres messages table), or kinesis (a stream on moto, read back "
+        "by the consumer rule: duplicates are counted, not refused; needs --backend aws)",
     )
     parser.add_argument("--connections", type=int, help="connections to START (default 30)")
     parser.add_argument("--workers", type=int, default=3, help="workers at any time (default 3)")
@@ -90,8 +100,16 @@ def options_from(args: argparse.Namespace, env: Mapping[str, str], console: Cons
         raise ConfigurationError(
             f"{PREFIX}BACKEND={backend!r}: expected one of {', '.join(BACKENDS)}"
         )
+    backend = backend.lower()
+    runs = SINKS_OF_BACKEND[backend]
+    sink = args.sink or runs[0]
+    if sink not in runs:
+        raise ConfigurationError(
+            f"--sink {sink}: not with the {backend} backend (it runs {' or '.join(runs)})"
+        )
     return DemoOptions(
-        backend=backend.lower(),
+        backend=backend,
+        sink=sink,
         endpoint_url=getattr(args, "endpoint_url", None),
         data_dir=getattr(args, "data_dir", None),
         connections=args.connections or (QUICK_CONNECTIONS if args.quick else 30),
@@ -156,7 +174,7 @@ async def _run(
     from entrypoints.demo.scenario import Scenario  # heavy: every adapter
     from entrypoints.demo.view import LiveReporter, PlainReporter, Reporter
 
-    title = f"wsfleet demo ({options.backend})"
+    title = f"wsfleet demo ({options.backend}, {options.sink} sink)"
     reporter: Reporter = LiveReporter(console, title) if options.live else PlainReporter(console)
     scenario = Scenario(options, env, children, reporter, run_dir)
     # Ctrl-C cancels this task (asyncio.run does that for SIGINT); SIGTERM and SIGHUP too, so

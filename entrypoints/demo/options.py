@@ -23,6 +23,7 @@ class DemoError(Exception):
 @attrs.frozen
 class DemoOptions:
     backend: str = "embedded"
+    sink: str = "sqlite"  # one the backend runs (entrypoints/settings/load.py SINKS_OF_BACKEND)
     endpoint_url: str | None = None
     data_dir: str | None = None
     connections: int = 30

@@ -260,12 +260,15 @@ class Scenario:
         ]
         histories = {cid: await probe.store.history(cid) for cid in self.ids}
         judged_moves = [(m, takeovers(m, streams, histories)) for m in moves]
+        copies = probe.sink_keeps_copies
         return Summary(
             probe.name,
             results,
             judged_moves,
-            violations(results, judged_moves),
+            violations(results, judged_moves, sink_keeps_copies=copies),
             rebalances(streams, histories),
+            sink=probe.sink,
+            sink_keeps_copies=copies,
         )
 
     async def _expect(self, request: Awaitable[tuple[int, Any]], status: int) -> None:

@@ -8,13 +8,22 @@ judge needs (the stored messages, the sink's rewrite counts).
 - aws: DynamoDB and SQS where `where` says (the dev stack's local AWS, or an emulator), with
   tables and a hint queue created by the adapters' own helpers, named for the run when
   `run` is given (so that runs can share one DynamoDB Local); its worker is
-  `python -m entrypoints.worker` (the ECS task's command)."""
+  `python -m entrypoints.worker` (the ECS task's command). Its sink is the messages table,
+  or with `sink="kinesis"` a Kinesis stream on the same endpoint as SQS (moto), created
+  for the run and read back by the Kinesis reader (every copy, and the reader's rule).
+- postgres: a fresh database on a PostgreSQL server (the dev stack's throwaway one,
+  devstack/postgres.py), migrated as `wsfleet migrate` does; its worker is
+  `python -m entrypoints.worker` too.
+
+Each backend's entry in entrypoints/backends.py names its `start_*` here: the backing
+services started in a run directory, then the deployment on them, all stopped afterwards."""
 
 import asyncio
 import contextlib
+import functools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +33,23 @@ from adapters.dynamodb import schema
 from adapters.dynamodb.message_reader import DynamoDbMessageReader
 from adapters.dynamodb.message_sink import MAX_BATCH as DYNAMODB_MAX_BATCH
 from adapters.dynamodb.tables import create_tables
+from adapters.kinesis import KinesisMessageReader, create_stream
+from adapters.kinesis.message_sink import MAX_RECORDS as KINESIS_MAX_BATCH
+from adapters.postgres.db import migrate_database
+from adapters.postgres.message_sink import DEFAULT_MAX_BATCH as POSTGRES_MAX_BATCH
 from adapters.sqlite.message_sink import DEFAULT_MAX_BATCH as SQLITE_MAX_BATCH
 from adapters.sqs import create_queue
 from application.ports import ConnectionStore, NotificationQueue
 from application.ports.sink import StoredMessage
 from application.router import EventRouter
+from entrypoints.backends import backend_of, load
 from entrypoints.containers import AwsContainer, provide, shutdown
-from entrypoints.devstack.aws import LocalAws
+from entrypoints.devstack.aws import LocalAws, open_local_aws
+from entrypoints.devstack.postgres import LocalPostgres, fresh_database, open_local_postgres
 from entrypoints.devstack.service import CREDENTIALS
 from entrypoints.devstack.workers import AWS_WORKER, embedded_worker
 from entrypoints.embedded import EmbeddedContainer
+from entrypoints.postgres import PostgresContainer
 from entrypoints.settings import PREFIX, load_settings
 
 Rewrites = Callable[[], Awaitable[dict[str, int]]]
@@ -41,10 +57,10 @@ Rewrites = Callable[[], Awaitable[dict[str, int]]]
 
 @attrs.define(eq=False)
 class LocalDeployment:
-    name: str  # "embedded" or "aws"
-    engine: str  # what serves the store: "SQLite", "DynamoDB Local 3.3.0", moto
+    name: str  # the backend: "embedded", "aws", "postgres"
+    engine: str  # what serves the store: "SQLite", "DynamoDB Local 3.3.0", moto, "PostgreSQL 16.4"
     where: str  # where the state lives, for a summary
-    env: dict[str, str]  # WSFLEET_* that point a process here
+    env: dict[str, str] = attrs.field(repr=False)  # WSFLEET_* that point a process here (secrets)
     container: Any
     router: EventRouter
     store: ConnectionStore
@@ -58,9 +74,19 @@ class LocalDeployment:
     tables: schema.TableNames | None = None  # (aws)
     queue_url: str = ""  # (aws)
     data_dir: Path | None = None  # (embedded)
+    postgres: LocalPostgres | None = None  # the server, when the dev stack started it (postgres)
+    postgres_url: str = attrs.field(default="", repr=False)  # the database's URI (postgres)
+    # "sqlite", "dynamodb" or "kinesis". A stream keeps every copy it is given (a replay after
+    # a crash, a retried batch), so a judge reads duplicates there as bounded, not as a fault.
+    sink: str = "sqlite"
+
+    @property
+    def sink_keeps_copies(self) -> bool:
+        return self.sink == "kinesis"
 
     def worker_argv(self, name: str | None = None) -> list[str]:
-        return embedded_worker(name) if self.name == "embedded" else list(AWS_WORKER)
+        """The image's worker where it runs this backend, else `wsfleet worker`."""
+        return list(AWS_WORKER) if backend_of(self.name).image_worker else embedded_worker(name)
 
     async def messages(self, connection_id: str) -> list[StoredMessage]:
         """Every stored message of a connection, in seq order."""
@@ -116,11 +142,15 @@ async def open_aws(
     with_dlq: bool = True,
     settings: Mapping[str, str] | None = None,
     drop_tables: bool = False,
+    sink: str = "dynamodb",
 ) -> AsyncIterator[LocalDeployment]:
     """`where`: the WSFLEET_* variables that reach the services (`LocalAws.env()`, or an
     emulator's endpoint); `run`: names the tables `<run>-connections` ... and the queue
     `<run>-hints` (the defaults without it); `drop_tables`: delete them at the end (runs that
-    share one engine). Fake credentials for this process unless some are configured."""
+    share one engine); `sink`: "dynamodb" or "kinesis" (the stream `<run>-messages`, two
+    shards). Fake credentials for this process unless some are configured."""
+    if sink not in ("dynamodb", "kinesis"):
+        raise ValueError(f"sink must be dynamodb or kinesis, got {sink!r}")
     for variable, value in CREDENTIALS.items():
         os.environ.setdefault(variable, value)  # this process's clients read them
     tables = (
@@ -143,6 +173,9 @@ async def open_aws(
         PREFIX + "ORPHAN_SHARDS": str(shards),
         PREFIX + "HINT_VISIBILITY_TIMEOUT_S": str(hint_visibility_s),
     }
+    if sink == "kinesis":
+        env[PREFIX + "MESSAGE_SINK"] = "kinesis"
+        env[PREFIX + "KINESIS_STREAM"] = f"{run or 'wsfleet'}-messages"
     # The tables and the queue first (the queue's URL is a setting of the container below).
     setup = AwsContainer(settings=load_settings({**(settings or {}), **env}, aws=False))
     try:
@@ -153,16 +186,30 @@ async def open_aws(
             hint_visibility_s,
             with_dlq=with_dlq,
         )
+        if sink == "kinesis":
+            await create_stream(await provide(setup.kinesis), env[PREFIX + "KINESIS_STREAM"])
     finally:
         await shutdown(setup)
     container = AwsContainer(settings=load_settings({**(settings or {}), **env}, aws=False))
     endpoint = where.get(PREFIX + "AWS_ENDPOINT_URL", "AWS")
     try:
         dynamodb = await provide(container.dynamodb)
-        reader = DynamoDbMessageReader(dynamodb, tables.messages)
+        read: Callable[[str], Awaitable[list[StoredMessage]]]
+        seqs: Callable[[str], Awaitable[list[int]]]
+        if sink == "kinesis":
+            # The service's largest GetRecords page: a judge reads every connection's records
+            # from the whole stream, once per connection.
+            stream = KinesisMessageReader(
+                await provide(container.kinesis), env[PREFIX + "KINESIS_STREAM"], page=10_000
+            )
+            read = stream.messages
 
-        async def read(connection_id: str) -> list[StoredMessage]:
-            return await read_messages(dynamodb, tables.messages, connection_id)
+            async def seqs(connection_id: str) -> list[int]:
+                return [m.seq for m in await stream.copies(connection_id)]
+
+        else:
+            read = functools.partial(read_messages, dynamodb, tables.messages)
+            seqs = DynamoDbMessageReader(dynamodb, tables.messages).seqs
 
         yield LocalDeployment(
             name="aws",
@@ -173,19 +220,118 @@ async def open_aws(
             router=await provide(container.core.router),
             store=await provide(container.store),
             queue=await provide(container.queue),
-            sink_max_batch=DYNAMODB_MAX_BATCH,
+            sink_max_batch=KINESIS_MAX_BATCH if sink == "kinesis" else DYNAMODB_MAX_BATCH,
             read=read,
-            seqs=reader.seqs,
+            seqs=seqs,
             rewrites=None,
             aws=aws,
             dynamodb=dynamodb,
             tables=tables,
             queue_url=env[PREFIX + "QUEUE_URL"],
+            sink=sink,
         )
     finally:
         if drop_tables:
             await _drop(await provide(container.dynamodb), tables)
+            if sink == "kinesis":
+                with contextlib.suppress(Exception):
+                    kinesis = await provide(container.kinesis)
+                    await kinesis.delete_stream(StreamName=env[PREFIX + "KINESIS_STREAM"])
         await shutdown(container)
+
+
+@asynccontextmanager
+async def open_postgres(
+    server: LocalPostgres, settings: Mapping[str, str] | None = None, *, prefix: str = "wsfleet"
+) -> AsyncIterator[LocalDeployment]:
+    """A fresh database on `server`, migrated, dropped afterwards; `settings` as for
+    open_embedded."""
+    async with AsyncExitStack() as stack:
+        url = await stack.enter_async_context(fresh_database(server, prefix))
+        deployment = await stack.enter_async_context(open_postgres_at(url, settings))
+        deployment.engine = f"PostgreSQL {server.version}"
+        deployment.where = f"database {url.rsplit('/', 1)[1]} on {server.describe()}"
+        deployment.postgres = server
+        yield deployment
+
+
+@asynccontextmanager
+async def open_postgres_at(
+    url: str, settings: Mapping[str, str] | None = None
+) -> AsyncIterator[LocalDeployment]:
+    """The deployment on the database at `url` (a server of the caller's own), migrated first."""
+    await migrate_database(url)
+    env = {PREFIX + "BACKEND": "postgres", PREFIX + "POSTGRES_URL": url}
+    container = PostgresContainer(settings=load_settings({**(settings or {}), **env}))
+    try:
+        sink = await provide(container.postgres_messages)
+        yield LocalDeployment(
+            name="postgres",
+            engine="PostgreSQL",
+            where="a PostgreSQL database",
+            env=env,
+            container=container,
+            router=await provide(container.core.router),
+            store=await provide(container.store),
+            queue=await provide(container.queue),
+            sink_max_batch=POSTGRES_MAX_BATCH,
+            read=sink.read,
+            seqs=sink.seqs,
+            rewrites=sink.rewrites,
+            postgres_url=url,
+            sink="postgres",
+        )
+    finally:
+        await shutdown(container)
+
+
+# The registry's `devstack` of each backend (entrypoints/backends.py): its services started for
+# a run in `run_dir` (their logs under run_dir/logs), and the deployment on them.
+
+
+@asynccontextmanager
+async def start_embedded(
+    run_dir: Path, settings: Mapping[str, str] | None = None
+) -> AsyncIterator[LocalDeployment]:
+    async with open_embedded(run_dir / "data", settings) as deployment:
+        yield deployment
+
+
+@asynccontextmanager
+async def start_aws(
+    run_dir: Path, settings: Mapping[str, str] | None = None
+) -> AsyncIterator[LocalDeployment]:
+    async with (
+        open_local_aws(run_dir / "logs") as aws,
+        open_aws(
+            aws.env(),
+            aws=aws,
+            hint_visibility_s=int((settings or {}).get(PREFIX + "HINT_VISIBILITY_TIMEOUT_S", 30)),
+            with_dlq=False,
+            settings=settings,
+        ) as deployment,
+    ):
+        yield deployment
+
+
+@asynccontextmanager
+async def start_postgres(
+    run_dir: Path, settings: Mapping[str, str] | None = None
+) -> AsyncIterator[LocalDeployment]:
+    async with (
+        open_local_postgres(run_dir / "logs") as server,
+        open_postgres(server, settings) as deployment,
+    ):
+        yield deployment
+
+
+def start_backend(
+    name: str, run_dir: Path, settings: Mapping[str, str] | None = None
+) -> contextlib.AbstractAsyncContextManager[LocalDeployment]:
+    """The `start_*` of backend `name`, by the registry."""
+    start = load(backend_of(name).devstack)
+    opened: contextlib.AbstractAsyncContextManager[LocalDeployment] = start(run_dir, settings)
+    return opened
 
 
 async def read_messages(client: Any, table: str, connection_id: str) -> list[StoredMessage]:

@@ -33,6 +33,15 @@ class StreamFacts:
     overlap_ms: int  # time with two or more subscribers at once
 
     @property
+    def copies_beyond_replay(self) -> int:
+        """Copies of a seq that no upstream replay explains: for a sink that keeps every copy
+        (a stream), a new owner resuming from the checkpoint is sent again what its
+        predecessor had (`redelivered`), and each such seq may be stored twice; a copy beyond
+        that was put twice by the sink itself (a retried batch). For a keyed sink any copy is
+        one too many (`duplicated`)."""
+        return max(0, self.duplicated - self.redelivered)
+
+    @property
     def past_checkpoint_contiguous(self) -> bool:
         """Rows past the checkpoint are a run right after it (a flush the store has not
         recorded yet), never a hole."""

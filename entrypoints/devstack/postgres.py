@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL server on 127.0.0.1, for the tests, the demo and the benchmarks.
+"""A throwaway PostgreSQL server on 127.0.0.1 (or an address of a network namespace, netns.py),
+for the tests, the demo and the benchmarks.
 
 `initdb` makes a cluster in a temporary directory of its own, then `postgres` serves it on a
 free port, as a child process that ends with the caller (service.py); the directory is removed
@@ -12,7 +13,8 @@ PostgreSQL refuses to run as root. As root the cluster belongs to DEVSTACK_POSTG
 
 The server is tuned for a throwaway: no fsync, no synchronous commit, no full-page writes. A
 crash of the machine may lose or corrupt it, which a test's database may afford; a clean stop
-or `restart` loses nothing. Only password (SCRAM) logins over TCP: no Unix socket is made.
+or a `restart` (fast shutdown, then the same data on the same address and port) loses
+nothing. Only password (SCRAM) logins over TCP: no Unix socket is made.
 """
 
 import asyncio
@@ -26,7 +28,7 @@ import signal
 import stat
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from importlib import util as importlib_util
 from pathlib import Path
@@ -54,6 +56,40 @@ SETTINGS = {
 }
 
 
+@attrs.define(eq=False)
+class ServerProcess:
+    """The `postgres` process serving one cluster, which a restart replaces."""
+
+    argv: list[str]
+    log_dir: Path
+    user: str | None
+    launcher: Sequence[str]
+    service: Service | None = None
+    starts: int = 0
+
+    def start(self) -> None:
+        """Raises ServiceError (with its log) if it exits or is not ready in time."""
+        self.starts += 1
+        name = "postgres" if self.starts == 1 else f"postgres-{self.starts}"
+        self.service = Service.start(
+            name,
+            self.argv,
+            self.log_dir,
+            user=self.user,
+            stop_signal=signal.SIGINT,  # fast shutdown: open sessions are ended, not waited for
+            launcher=self.launcher,
+        )
+        try:
+            self.service.wait_for_line(READY_LINE, START_TIMEOUT_S)
+        except ServiceError:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        if self.service is not None:
+            self.service.stop(grace_s=10.0)
+
+
 @attrs.frozen
 class LocalPostgres:
     host: str
@@ -63,6 +99,14 @@ class LocalPostgres:
     bin_dir: Path
     version: str
     user: str = SUPERUSER
+    process: ServerProcess | None = attrs.field(default=None, repr=False, eq=False)
+
+    def restart(self) -> None:
+        """Stops the server (fast shutdown: every session is ended) and starts it again on
+        the same data, address and port; returns once it accepts connections. Blocks."""
+        assert self.process is not None, "only a server local_postgres started restarts"
+        self.process.stop()
+        self.process.start()
 
     def url(self, database: str = "postgres") -> str:
         """A libpq URI for `database` with the superuser's password in it (a secret: pass it
@@ -173,17 +217,25 @@ def _initdb(bin_dir: Path, root: Path, user: str | None) -> tuple[Path, str]:
     return data_dir, password
 
 
-def server_command(bin_dir: Path, data_dir: Path, port: int) -> list[str]:
-    options = [arg for name, value in SETTINGS.items() for arg in ("-c", f"{name}={value}")]
+def server_command(bin_dir: Path, data_dir: Path, port: int, host: str = "127.0.0.1") -> list[str]:
+    settings = {**SETTINGS, "listen_addresses": host}
+    options = [arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")]
     return [str(bin_dir / "postgres"), "-D", str(data_dir), "-p", str(port), *options]
 
 
 @contextmanager
 def local_postgres(
-    log_dir: Path, bin_dir: Path | None = None, attempts: int = 3
+    log_dir: Path,
+    bin_dir: Path | None = None,
+    attempts: int = 3,
+    *,
+    host: str = "127.0.0.1",
+    launcher: Sequence[str] = (),
 ) -> Iterator[LocalPostgres]:
     """Makes a cluster, serves it until the block ends, then stops it and removes it.
-    Raises ServiceError if the binaries are missing or the server does not start."""
+    `host`: the address it listens on; `launcher`: where it runs (`Network.launcher(host)`
+    of netns.py; the cluster is made here, its files are the same). Raises ServiceError if
+    the binaries are missing or the server does not start."""
     found = locate(bin_dir)
     if isinstance(found, str):
         raise ServiceError(found)
@@ -192,42 +244,51 @@ def local_postgres(
     root = Path(tempfile.mkdtemp(prefix="wsfleet-postgres-"))
     try:
         data_dir, password = _initdb(found, root, user)
-        service, port = _serve(found, data_dir, log_dir, user, attempts)
+        if host != "127.0.0.1":
+            # initdb lets in loopback clients only; on a LAN of its own (netns.py) its hosts.
+            with (data_dir / "pg_hba.conf").open("a") as hba:
+                hba.write("host all all samenet scram-sha-256\n")
+        process, port = _serve(found, data_dir, log_dir, user, attempts, host, launcher)
         try:
-            yield LocalPostgres("127.0.0.1", port, password, data_dir, found, _version(found))
+            yield LocalPostgres(
+                host, port, password, data_dir, found, _version(found), process=process
+            )
         finally:
-            service.stop(grace_s=10.0)
+            process.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 def _serve(
-    bin_dir: Path, data_dir: Path, log_dir: Path, user: str | None, attempts: int
-) -> tuple[Service, int]:
+    bin_dir: Path,
+    data_dir: Path,
+    log_dir: Path,
+    user: str | None,
+    attempts: int,
+    host: str,
+    launcher: Sequence[str],
+) -> tuple[ServerProcess, int]:
     for attempt in range(attempts):
         port = free_port()
-        service = Service.start(
-            "postgres",
-            server_command(bin_dir, data_dir, port),
-            log_dir,
-            user=user,
-            stop_signal=signal.SIGINT,  # fast shutdown: open sessions are ended, not waited for
-        )
+        argv = server_command(bin_dir, data_dir, port, host)
+        process = ServerProcess(argv, log_dir, user, launcher)
         try:
-            service.wait_for_line(READY_LINE, START_TIMEOUT_S)
+            process.start()
         except ServiceError:
-            service.stop()
-            if attempt + 1 == attempts or "could not bind" not in service.tail():
+            tail = process.service.tail() if process.service else ""
+            if attempt + 1 == attempts or "could not bind" not in tail:
                 raise
             continue
-        return service, port
+        return process, port
     raise AssertionError("unreachable")
 
 
 @asynccontextmanager
-async def open_local_postgres(log_dir: Path) -> AsyncIterator[LocalPostgres]:
+async def open_local_postgres(
+    log_dir: Path, *, host: str = "127.0.0.1", launcher: Sequence[str] = ()
+) -> AsyncIterator[LocalPostgres]:
     """`local_postgres` for an event loop: starting and stopping block, so they run on a thread."""
-    manager = local_postgres(log_dir)
+    manager = local_postgres(log_dir, host=host, launcher=launcher)
     server = await asyncio.to_thread(manager.__enter__)
     try:
         yield server

@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from entrypoints.devstack.service import DIE_WITH_PARENT, ROOT
+from entrypoints.devstack.service import ROOT
+from entrypoints.parent_death import dying_with_parent
 
 _POLL_S = 0.05
 # What a server child prints once it serves (the simulator, the local API, moto).
@@ -74,9 +75,7 @@ class Process:
 
     async def start(self) -> Self:
         self.stdout.parent.mkdir(parents=True, exist_ok=True)
-        command = self.argv
-        if sys.platform == "linux":
-            command = [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), *command]
+        command = dying_with_parent(self.argv)
         with contextlib.ExitStack() as files:  # the child keeps its own descriptors
             out = files.enter_context(self.stdout.open("wb"))
             err = files.enter_context(self.stderr.open("wb")) if self.stderr else out

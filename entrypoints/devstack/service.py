@@ -20,25 +20,8 @@ from typing import Any
 
 import attrs
 
-# Asks for SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG = 1; it survives exec), checks
-# the parent did not die before that, then becomes the real command (same pid).
-DIE_WITH_PARENT = (
-    "import ctypes, os, signal, sys\n"
-    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
-    "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
-)
-# The same, first becoming another user (its primary group, no other): the interpreter is
-# started as the caller (it may live where that user cannot read), and the kernel clears the
-# parent-death request on a change of user, so the request is made after the change.
-AS_USER_THEN_DIE_WITH_PARENT = (
-    "import ctypes, os, pwd, signal, sys\n"
-    "user = pwd.getpwnam(sys.argv[2])\n"
-    "os.setgroups([]); os.setgid(user.pw_gid); os.setuid(user.pw_uid)\n"
-    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
-    "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
-    "os.execvp(sys.argv[3], sys.argv[3:])\n"
-)
+from entrypoints.parent_death import as_user_dying_with_parent, dying_with_parent
+
 _POLL_S = 0.05
 
 
@@ -105,20 +88,23 @@ class Service:
         *,
         user: str | None = None,
         stop_signal: signal.Signals = signal.SIGTERM,
+        launcher: Sequence[str] = (),
     ) -> "Service":
         """`user`: run as that account (with its primary group and no other), for a server
-        that refuses to run as root (the caller must be allowed to change user)."""
+        that refuses to run as root (the caller must be allowed to change user). `launcher`:
+        an argv prefix that execs the rest elsewhere, still as the caller (`ip netns exec NS`,
+        netns.py): it comes before the change of user, which would take its rights away."""
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"{name}.log"
         command = list(argv)
         as_user: dict[str, Any] = {}
         if sys.platform == "linux" and user is not None:
-            wrapper = [sys.executable, "-c", AS_USER_THEN_DIE_WITH_PARENT, str(os.getpid()), user]
-            command = [*wrapper, *command]
-        elif sys.platform == "linux":
-            command = [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), *command]
+            command = as_user_dying_with_parent(command, user)
         elif user is not None:
             as_user = {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
+        else:
+            command = dying_with_parent(command)
+        command = [*launcher, *command]
         with log_path.open("wb") as log:  # the child keeps its own descriptor
             process = subprocess.Popen(
                 command,

@@ -40,16 +40,23 @@ class WorkerProcess(Process):
         log_dir: Path,
         env: Mapping[str, str],
         argv: Sequence[str] = AWS_WORKER,
+        *,
+        health_host: str = "127.0.0.1",
+        launcher: Sequence[str] = (),
         **options: Any,
     ) -> None:
         """`env`: the worker's WSFLEET_* settings (and anything else to add to the caller's
-        environment, service.child_env); the health port is chosen here."""
+        environment, service.child_env); the health port is chosen here, on `health_host`.
+        `launcher`: an argv prefix that runs it on another host (`Network.launcher`,
+        netns.py), whose address `health_host` then is."""
+        self.health_host = health_host
         self.health_port = free_port()
-        full = child_env({**env, "WSFLEET_HEALTH_PORT": str(self.health_port)})
-        super().__init__(name, argv, log_dir, full, **options)
+        health = {"WSFLEET_HEALTH_HOST": health_host, "WSFLEET_HEALTH_PORT": str(self.health_port)}
+        full = child_env({**env, **health})
+        super().__init__(name, [*launcher, *argv], log_dir, full, **options)
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.health_port}{path}"
+        return f"http://{self.health_host}:{self.health_port}{path}"
 
     async def get(self, path: str, timeout_s: float = 2.0) -> tuple[int, Any]:
         """(status, JSON body) from the health endpoint; status 0 while nothing answers."""

@@ -155,7 +155,22 @@ class ImportRef:
         return "module:attribute (e.g. mypackage.hooks:AuthHook)"
 
 
-BUILT_IN_SINKS = ("dynamodb", "sqlite", "kinesis")
+class PostgresUrl:
+    """A libpq connection URI. Only its scheme is checked here: libpq's own forms (several
+    hosts, a socket directory in `?host=`) are the driver's to parse, and a value that may hold
+    a password is never quoted back."""
+
+    def parse(self, raw: str) -> str:
+        scheme, sep, _ = raw.partition("://")
+        if not sep or scheme.lower() not in ("postgresql", "postgres"):
+            raise ValueError(f"expected {self.describe()}")
+        return raw
+
+    def describe(self) -> str:
+        return "postgresql:// or postgres:// URI (libpq)"
+
+
+BUILT_IN_SINKS = ("dynamodb", "sqlite", "kinesis", "postgres")
 
 
 class SinkRef:

@@ -52,6 +52,10 @@ class Settings:
     messages_table: str
     sessions_table: str
     queue_url: str | None
+    postgres_url: str | None = attrs.field(repr=False)  # may hold a password: never shown
+    postgres_listen_url: str | None = attrs.field(repr=False)
+    postgres_pool_size: int
+    postgres_prepared_statements: bool
     orphan_shards: int
     aws_max_attempts: int
     aws_connect_timeout_s: float
@@ -66,7 +70,7 @@ class Settings:
     upstream_hook: str | None
     upstream_resume_param: str | None
     upstream_seq_field: str
-    upstream_data_field: str
+    upstream_data_field: str | None
     upstream_open_timeout_s: float
     upstream_ping_interval_s: float
     upstream_ping_timeout_s: float
@@ -107,8 +111,8 @@ def load_settings(environ: Mapping[str, str] | None = None, *, aws: bool | None 
     if PREFIX + "INGEST_WRITERS" not in env and _dynamodb_sink(values):
         worker["ingest_writers"] = DYNAMODB_SINK_WRITERS
     settings = Settings(**values, worker=_worker_config(worker))
-    if sink := _sink_problems(settings):
-        raise SettingsError(sink)
+    if problems := _sink_problems(settings) + _postgres_problems(settings):
+        raise SettingsError(problems)
     if aws or (aws is None and settings.backend == "aws"):
         _require_aws(settings, env)
     return settings
@@ -138,9 +142,34 @@ def _sink_without_resume_point(values: Mapping[str, Any]) -> bool:
     return sink is not None and (sink == "kinesis" or ":" in sink)
 
 
-# The built-in sinks each backend can run: the embedded backend has no AWS clients, and a
-# SQLite file cannot be shared by the workers of several hosts.
-_SINKS_OF_BACKEND = {"embedded": ("sqlite",), "aws": ("dynamodb", "kinesis")}
+# The built-in sinks each backend can run, its default first: the embedded backend has no AWS
+# clients, and a SQLite file cannot be shared by the workers of several hosts.
+SINKS_OF_BACKEND = {
+    "embedded": ("sqlite",),
+    "aws": ("dynamodb", "kinesis"),
+    "postgres": ("postgres",),
+}
+
+
+def _postgres_problems(settings: Settings) -> list[str]:
+    """The URL is the postgres backend's alone: set with another backend it would be ignored,
+    which is more likely a mistake than a wish."""
+    if settings.backend == "postgres" and not settings.postgres_url:
+        return [
+            f"{PREFIX}POSTGRES_URL: required when {PREFIX}BACKEND=postgres (a libpq URI, "
+            "postgresql://user@host:5432/database)"
+        ]
+    if settings.backend != "postgres":
+        return [
+            f"{PREFIX}{name}=(hidden): only read with {PREFIX}BACKEND=postgres, "
+            f"not {settings.backend}"
+            for name, value in (
+                ("POSTGRES_URL", settings.postgres_url),
+                ("POSTGRES_LISTEN_URL", settings.postgres_listen_url),
+            )
+            if value
+        ]
+    return []
 
 
 def _sink_problems(settings: Settings) -> list[str]:
@@ -148,10 +177,10 @@ def _sink_problems(settings: Settings) -> list[str]:
     if sink is None or ":" in sink:
         return []
     problems = []
-    if sink not in _SINKS_OF_BACKEND[settings.backend]:
+    if sink not in SINKS_OF_BACKEND[settings.backend]:
         problems.append(
             f"{PREFIX}MESSAGE_SINK={sink}: not with {PREFIX}BACKEND={settings.backend} (it runs "
-            f"{' or '.join(_SINKS_OF_BACKEND[settings.backend])}, or a sink of your own)"
+            f"{' or '.join(SINKS_OF_BACKEND[settings.backend])}, or a sink of your own)"
         )
     if sink == "kinesis" and not settings.kinesis_stream:
         problems.append(

@@ -11,10 +11,12 @@ import attrs
 
 from adapters.cloudwatch.schema import DEFAULT_NAMESPACE
 from adapters.dynamodb import schema
+from adapters.postgres.db import DEFAULT_POOL_SIZE
 from adapters.sqs.schema import MAX_VISIBILITY_TIMEOUT_S
 from adapters.websocket import WebSocketOptions
 from adapters.websocket.tls_buffer import MAX_TLS_READ_BUFFER, MIN_TLS_READ_BUFFER
 from application.config import WorkerConfig
+from entrypoints.backends import NAMES as BACKEND_NAMES
 from entrypoints.settings.kinds import (
     Choice,
     Flag,
@@ -24,6 +26,7 @@ from entrypoints.settings.kinds import (
     Names,
     Number,
     OrNone,
+    PostgresUrl,
     SinkRef,
     Text,
 )
@@ -79,10 +82,11 @@ _PROCESS = (
     _s(
         "BACKEND",
         "backend",
-        Choice("embedded", "aws"),
+        Choice(*BACKEND_NAMES),
         "embedded",
-        "Where state lives: `embedded` (SQLite files under WSFLEET_DATA_DIR, one host) or `aws` "
-        "(DynamoDB, SQS, CloudWatch). The Lambda router always uses `aws`.",
+        "Where state lives: `embedded` (SQLite files under WSFLEET_DATA_DIR, one host), `aws` "
+        "(DynamoDB, SQS, CloudWatch) or `postgres` (one PostgreSQL database, "
+        "WSFLEET_POSTGRES_URL, for a fleet on any hosts). The Lambda router always uses `aws`.",
     ),
     _s(
         "DATA_DIR",
@@ -349,6 +353,56 @@ _AWS = (
     _s("METRICS_NAMESPACE", "metrics_namespace", _NAME, DEFAULT_NAMESPACE, "CloudWatch namespace."),
 )
 
+_POSTGRES = (
+    _s(
+        "POSTGRES_URL",
+        "postgres_url",
+        PostgresUrl(),
+        None,
+        "The database of the `postgres` backend (required there, refused with any other): a "
+        "libpq URI, `postgresql://user@host:5432/wsfleet?sslmode=verify-full`. The password "
+        "comes from the URI, else from libpq's PGPASSWORD or PGPASSFILE (~/.pgpass), which the "
+        "driver reads. Never shown in errors or logs. The hint queue LISTENs on a connection "
+        "of its own to this URL. Create the tables with `wsfleet migrate`: a worker refuses a "
+        "database without them (exit 2).",
+        BOTH,
+        secret=True,
+    ),
+    _s(
+        "POSTGRES_LISTEN_URL",
+        "postgres_listen_url",
+        PostgresUrl(),
+        None,
+        "Where the hint queue's LISTEN connection goes, when not to WSFLEET_POSTGRES_URL: "
+        "behind PgBouncer in transaction mode, which does not pass notifications on, the "
+        "server itself (same database). Unset: WSFLEET_POSTGRES_URL. Without working "
+        "notifications the queue still polls every second. A secret like the URL.",
+        BOTH,
+        secret=True,
+    ),
+    _s(
+        "POSTGRES_POOL_SIZE",
+        "postgres_pool_size",
+        Number(integer=True, minimum=1, maximum=1000),
+        DEFAULT_POOL_SIZE,
+        "Database connections each process keeps (one pool per process, shared by the store, "
+        "the hint queue and the sink), plus one for the queue's LISTEN; every statement is "
+        "short, so a few serve thousands of connections. The server's `max_connections` must "
+        "cover every process's pool.",
+        BOTH,
+    ),
+    _s(
+        "POSTGRES_PREPARED_STATEMENTS",
+        "postgres_prepared_statements",
+        Flag(),
+        True,
+        "Cache prepared statements per database connection (asyncpg's statement cache). Set "
+        "false behind PgBouncer in transaction mode older than 1.21, where a statement "
+        "prepared on one server connection is missing on the next (docs/decisions.md).",
+        BOTH,
+    ),
+)
+
 _EXTENSIONS = (
     _s(
         "ALLOWED_UPSTREAM_HOSTS",
@@ -374,8 +428,10 @@ _EXTENSIONS = (
         None,
         "Where messages are stored: `dynamodb` (the messages table; the aws backend's default), "
         "`sqlite` (messages.sqlite; the embedded default), `kinesis` (a Kinesis data stream, "
-        "WSFLEET_KINESIS_STREAM; aws backend), or your own: a class or factory taking "
-        "`settings` that returns a MessageSink (or an async context manager of one).",
+        "WSFLEET_KINESIS_STREAM; aws backend), `postgres` (the `messages` table of "
+        "WSFLEET_POSTGRES_URL's database; the postgres default), or your own: a class or "
+        "factory taking `settings` that returns a MessageSink (or an async context manager of "
+        "one).",
     ),
     _s(
         "KINESIS_STREAM",
@@ -430,7 +486,9 @@ _UPSTREAM = (
         "upstream_data_field",
         _FIELD_NAME,
         _WS.data_field.default,
-        "JSON field holding the payload (the whole message when absent).",
+        "Unset, the whole upstream frame is stored (every field; the seq still read from its "
+        "field). Set, only this JSON field is kept as the payload (the whole frame when a "
+        "message has no such field): the other fields are dropped.",
     ),
     _s(
         "UPSTREAM_OPEN_TIMEOUT_S",
@@ -605,6 +663,7 @@ def _worker_rows() -> tuple[Setting, ...]:
 GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
     ("Process", _PROCESS),
     ("AWS", _AWS),
+    ("PostgreSQL", _POSTGRES),
     ("Upstream policy and extension points", _EXTENSIONS),
     ("Upstream connections", _UPSTREAM),
     ("Worker timings and limits", _worker_rows()),
@@ -631,6 +690,7 @@ ESSENTIAL: frozenset[str] = frozenset(
         "MESSAGES_TABLE",
         "SESSIONS_TABLE",
         "QUEUE_URL",
+        "POSTGRES_URL",
         "ALLOWED_UPSTREAM_HOSTS",
         "ALLOW_PRIVATE_UPSTREAMS",
         "MESSAGE_SINK",

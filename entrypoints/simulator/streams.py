@@ -14,6 +14,19 @@ from typing import Any
 import attrs
 
 
+def is_message(stored: str, stream_id: str, seq: int) -> bool:
+    """Whether a payload a sink stored is message `seq` of the stream: the whole frame (what a
+    worker stores by default) or its data field alone (WSFLEET_UPSTREAM_DATA_FIELD=data)."""
+    expected = f"{stream_id}:{seq}"
+    if stored == expected:
+        return True
+    try:
+        body = json.loads(stored)
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("seq") == seq and body.get("data") == expected
+
+
 class StreamLimitReached(RuntimeError):
     """The simulator holds its maximum number of streams (it stays bounded in memory)."""
 

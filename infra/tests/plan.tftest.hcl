@@ -289,3 +289,47 @@ run "alarms_and_dashboard_wiring" {
     error_message = "The dashboard's alarm widget does not show the not-storing alarm."
   }
 }
+
+run "extra_worker_policy_statements" {
+  command = apply
+
+  variables {
+    worker_extra_policy_statements = [
+      { sid = "TeamSink", actions = ["s3:PutObject"], resources = ["arn:aws:s3:::team-bucket/*"] },
+    ]
+  }
+
+  assert {
+    condition     = aws_iam_role_policy.worker_extra[0].role == aws_iam_role.worker.id
+    error_message = "The extra statements are not attached to the worker's task role."
+  }
+
+  assert {
+    condition     = one(data.aws_iam_policy_document.worker_extra[0].statement).actions == toset(["s3:PutObject"])
+    error_message = "The extra statement's actions were not granted as given."
+  }
+
+  assert {
+    condition     = one(data.aws_iam_policy_document.worker_extra[0].statement).resources == toset(["arn:aws:s3:::team-bucket/*"])
+    error_message = "The extra statement's resources were not granted as given."
+  }
+}
+
+run "no_extra_worker_policy_by_default" {
+  command = plan
+
+  assert {
+    condition     = length(aws_iam_role_policy.worker_extra) == 0
+    error_message = "An extra worker policy exists without extra statements."
+  }
+}
+
+run "extra_statements_must_name_their_actions" {
+  command = plan
+
+  variables {
+    worker_extra_policy_statements = [{ actions = ["s3:*"], resources = ["*"] }]
+  }
+
+  expect_failures = [var.worker_extra_policy_statements]
+}

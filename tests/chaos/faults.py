@@ -114,6 +114,21 @@ async def crash(
         await run.set_faults(skewed)
 
 
+async def crash_during_batches(run: ChaosRun, latency_s: float = 0.2) -> None:
+    """SIGKILL the busiest worker while every write of every sink waits `latency_s` first: the
+    victim most likely dies with a batch on its way, and with what it stored since its last
+    checkpoint. With a sink that cannot say where to resume, its successor is sent all of that
+    again (the judge bounds the copies by what the upstream replayed)."""
+    workers = run.serving()
+    await asyncio.gather(*(run.set_faults(w, sink_latency_s=latency_s) for w in workers))
+    run.stats.fault(f"sink latency {latency_s}s (background)")
+    try:
+        await asyncio.sleep(HEARTBEAT_S * 2)  # writes queue behind the latency
+        await crash(run, extra_s=latency_s * 2)
+    finally:
+        await asyncio.gather(*(run.set_faults(w) for w in workers if w.serving))
+
+
 async def rolling_restart(run: ChaosRun) -> None:
     """A deployment: for each worker, a new one starts, then the old one gets SIGTERM."""
     for old in list(run.serving()):

@@ -81,6 +81,7 @@ class Stats:
     faults: dict[str, int] = attrs.Factory(dict)
     recoveries: dict[str, list[float]] = attrs.Factory(dict)
     checks: int = 0
+    duplicates: int = 0  # copies a stream sink holds (its reader drops them)
 
     def fault(self, kind: str) -> None:
         self.faults[kind] = self.faults.get(kind, 0) + 1
@@ -156,7 +157,7 @@ class ChaosRun:
         control = self.run_dir / f"{name}.chaos.json"
         env = {
             **self.backend.environment(),
-            **timing_env(),
+            **timing_env(self.backend.config),
             "WSFLEET_BALANCE": str(self.balance).lower(),
             "WSFLEET_CHAOS_CONTROL": str(control),
             "WSFLEET_SERVICE_NAME": "chaos",

@@ -57,6 +57,16 @@ async def short_schedule(run: ChaosRun) -> None:
     await faults.sink_faults(run)
 
 
+async def kinesis_schedule(run: ChaosRun) -> None:
+    """The Kinesis sink's own short run: a SIGKILL while every worker's sink writes slowly (a
+    batch in flight most of the time), then a sink outage; judged like every run, with the
+    stream's copies held to what the upstream replayed since a checkpoint."""
+    await run.add_workers(2)
+    await faults.pickup(run, [f"k{i:02d}" for i in range(6)])
+    await faults.crash_during_batches(run)
+    await faults.sink_faults(run, ["sink outage"])
+
+
 # The soak's menu: name -> (weight, fault). CHAOS_FAULTS=freeze,crash narrows it.
 SOAK_MENU: dict[str, tuple[float, Schedule]] = {
     "crash": (3, lambda r: faults.crash(r, skew_other=r.rng.random() < 0.5)),

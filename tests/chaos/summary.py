@@ -24,6 +24,7 @@ def totals(outcomes: list["Outcome"]) -> dict[str, Any]:
                 "checks": o.stats.checks + o.verdict.checks,
                 "faults": o.stats.faults,
                 "recoveries": o.stats.recoveries,
+                "stream_copies": o.stats.duplicates,
             }
             for o in outcomes
         ]
@@ -45,6 +46,7 @@ def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "checks": sum(p["checks"] for p in parts),
         "faults": faults,
         "recoveries": recoveries,
+        "stream_copies": sum(p.get("stream_copies", 0) for p in parts),
     }
 
 
@@ -59,6 +61,8 @@ def write(terminalreporter: pytest.TerminalReporter, parts: list[dict[str, Any]]
     terminalreporter.section("chaos summary")
     line(f"runs: {total['runs']} ({', '.join(total['backends'])}), failed: {total['failed']}")
     line(f"faults injected: {sum(faults.values())}, invariant checks: {total['checks']}")
+    if total["stream_copies"]:
+        line(f"copies in a stream sink (replayed after a checkpoint): {total['stream_copies']}")
     for kind in sorted(faults):
         line(f"  {faults[kind]:5d} x {kind}")
     line("recovery (worst observed, seconds; n = times measured):")

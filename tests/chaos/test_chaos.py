@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos import sockets
-from tests.chaos.scenarios import Outcome, describe, execute, short_schedule
+from tests.chaos.scenarios import Outcome, describe, execute, kinesis_schedule, short_schedule
 
 pytestmark = [
     pytest.mark.slow,
@@ -42,3 +42,18 @@ async def test_every_fault_once_keeps_one_active_owner_per_connection_and_loses_
     )
     chaos_outcomes.append(outcome)
     assert outcome.ok, describe(outcome)
+
+
+async def test_with_kinesis_as_the_sink_a_crash_mid_batch_loses_nothing_and_copies_only_the_replay(
+    tmp_path: Path, chaos_outcomes: list[Outcome], request: pytest.FixtureRequest
+) -> None:
+    """Kinesis cannot refuse a record or say what it holds: after a SIGKILL with batches on
+    their way, the new owner resumes from the checkpoint and puts again what came after it.
+    Nothing lost below any checkpoint, and the stream's copies (counted from every record)
+    no more than the seqs the upstream sent twice."""
+    aws = request.getfixturevalue("aws_session")
+    outcome = await execute("aws-kinesis", tmp_path, SEED, kinesis_schedule, aws, balance=False)
+    chaos_outcomes.append(outcome)
+    assert outcome.ok, describe(outcome)
+    # The crash replayed what its victim had stored since its last checkpoint (2 s at 5/s).
+    assert outcome.stats.duplicates > 0

@@ -6,6 +6,7 @@ AsyncExitStack that closes whatever it opened after the test. AWS clients are cr
 an aiobotocore client is bound to the event loop it was made on, and each test has its own.
 """
 
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.dynamodb.tables import create_tables
 from adapters.faults.sink import FaultInjectingSink
+from adapters.kinesis import KinesisMessageReader, KinesisMessageSink, create_stream
 from adapters.memory.sink import InMemoryMessageSink
 from adapters.memory.store import InMemoryConnectionStore
 from adapters.sqlite.message_sink import SqliteMessageSink
@@ -24,6 +26,7 @@ from adapters.system.clock import SystemClock
 from application.errors import SinkUnavailable
 from application.ports import ConnectionStore, MessageSink, StoredMessage
 from entrypoints.devstack.aws import LocalAws
+from entrypoints.devstack.aws import client as aws_client
 from tests.support.dynamodb import TABLES, dynamodb_client, read_messages
 from tests.support.postgres import migrated_database
 
@@ -85,6 +88,10 @@ class SinkUnderTest:
     # Everything stored for a connection, in seq order, read the way the sink's own storage
     # is read (a test-side reader: the port itself has no read).
     read: Callable[[str], Awaitable[list[StoredMessage]]]
+    # What the sink can do beyond storing: the cases marked `needs("fencing")` or
+    # `needs("resume_point")` are skipped for a sink without it (Kinesis: a stream refuses
+    # nothing and cannot say what it holds; its reader's rule stands in for the first).
+    can: frozenset[str] = frozenset({"fencing", "resume_point"})
 
 
 SinkFactory = Callable[[pytest.FixtureRequest, AsyncExitStack], Awaitable[SinkUnderTest]]
@@ -136,16 +143,37 @@ async def postgres_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -
     return SinkUnderTest(sink, sink.read)
 
 
+async def kinesis_sink(request: pytest.FixtureRequest, stack: AsyncExitStack) -> SinkUnderTest:
+    aws: LocalAws = request.getfixturevalue("aws")
+    client = await stack.enter_async_context(aws_client("kinesis", aws.moto_url, region=aws.region))
+    stream = f"contract-{secrets.token_hex(4)}"
+    await create_stream(client, stream, shards=2)
+    stack.push_async_callback(client.delete_stream, StreamName=stream)
+    reader = KinesisMessageReader(client, stream)
+    return SinkUnderTest(KinesisMessageSink(client, stream), reader.messages, can=frozenset())
+
+
 SINK_FACTORIES: dict[str, SinkFactory] = {
     "memory": memory_sink,
     "faults": faults_sink,
     "dynamodb": dynamodb_sink,
     "sqlite": sqlite_sink,
     "postgres": postgres_sink,
+    "kinesis": kinesis_sink,
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "needs(capability): a sink contract case for sinks that can (fencing, ...)"
+    )
 
 
 @pytest.fixture(params=list(SINK_FACTORIES))
 async def sink(request: pytest.FixtureRequest) -> AsyncIterator[SinkUnderTest]:
     async with AsyncExitStack() as stack:
-        yield await SINK_FACTORIES[request.param](request, stack)
+        made = await SINK_FACTORIES[request.param](request, stack)
+        for mark in request.node.iter_markers("needs"):
+            if mark.args[0] not in made.can:
+                pytest.skip(f"the {request.param} sink has no {mark.args[0]}")
+        yield made

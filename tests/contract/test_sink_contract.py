@@ -100,6 +100,7 @@ async def test_payloads_are_stored_exactly(sink: SinkUnderTest) -> None:
 # lets one seq hold two contents silently. Refused messages are named; the rest is stored.
 
 
+@pytest.mark.needs("fencing")
 async def test_a_write_under_an_older_token_than_the_rows_is_refused(sink: SinkUnderTest) -> None:
     newer = message(2, token=5)
     await sink.sink.write([newer])
@@ -113,6 +114,7 @@ async def test_a_write_under_an_older_token_than_the_rows_is_refused(sink: SinkU
     assert await sink.read("c1") == [message(1, token=4), newer, message(3, token=4)]
 
 
+@pytest.mark.needs("fencing")
 async def test_a_stale_token_with_other_data_is_refused_as_stale(sink: SinkUnderTest) -> None:
     await sink.sink.write([message(1, token=5)])
 
@@ -123,6 +125,7 @@ async def test_a_stale_token_with_other_data_is_refused_as_stale(sink: SinkUnder
     assert await sink.read("c1") == [message(1, token=5)]
 
 
+@pytest.mark.needs("fencing")
 async def test_other_data_for_a_stored_seq_is_refused_as_a_conflict_and_kept(
     sink: SinkUnderTest,
 ) -> None:
@@ -174,11 +177,13 @@ async def test_a_prev_link_that_is_not_below_its_seq_is_refused_as_invalid(
 # reaches what is already proven stored extends it; the first that does not is a hole.
 
 
+@pytest.mark.needs("resume_point")
 async def test_the_resume_point_of_nothing_stored_is_the_checkpoint(sink: SinkUnderTest) -> None:
     assert await sink.sink.resume_point("c1", 0) == 0
     assert await sink.sink.resume_point("c1", 42) == 42
 
 
+@pytest.mark.needs("resume_point")
 async def test_the_resume_point_of_a_contiguous_stream_is_its_last_seq(
     sink: SinkUnderTest,
 ) -> None:
@@ -189,6 +194,7 @@ async def test_the_resume_point_of_a_contiguous_stream_is_its_last_seq(
     assert await sink.sink.resume_point("c1", 7) == 7
 
 
+@pytest.mark.needs("resume_point")
 async def test_the_resume_point_walks_across_upstream_gaps_linked_by_prev(
     sink: SinkUnderTest,
 ) -> None:
@@ -201,6 +207,7 @@ async def test_the_resume_point_walks_across_upstream_gaps_linked_by_prev(
     assert await sink.sink.resume_point("c1", 5) == 11
 
 
+@pytest.mark.needs("resume_point")
 async def test_a_link_reaching_below_what_is_proven_stored_still_links(
     sink: SinkUnderTest,
 ) -> None:
@@ -212,6 +219,7 @@ async def test_a_link_reaching_below_what_is_proven_stored_still_links(
     assert await sink.sink.resume_point("c1", 0) == 5
 
 
+@pytest.mark.needs("resume_point")
 async def test_the_resume_point_stops_before_a_hole(sink: SinkUnderTest) -> None:
     # A batch of 1..8 whose writer died with 5 not stored (any subset of a batch may land).
     await sink.sink.write([message(seq) for seq in (1, 2, 3, 4, 6, 7, 8)])
@@ -220,6 +228,7 @@ async def test_the_resume_point_stops_before_a_hole(sink: SinkUnderTest) -> None
     assert await sink.sink.resume_point("c1", 5) == 8  # a checkpoint past the hole vouches for it
 
 
+@pytest.mark.needs("resume_point")
 async def test_the_resume_point_stops_before_a_hole_right_after_the_checkpoint(
     sink: SinkUnderTest,
 ) -> None:
@@ -228,6 +237,7 @@ async def test_the_resume_point_stops_before_a_hole_right_after_the_checkpoint(
     assert await sink.sink.resume_point("c1", 1) == 1
 
 
+@pytest.mark.needs("resume_point")
 async def test_the_resume_point_stops_before_a_hole_across_an_upstream_gap(
     sink: SinkUnderTest,
 ) -> None:
@@ -238,6 +248,7 @@ async def test_the_resume_point_stops_before_a_hole_across_an_upstream_gap(
     assert await sink.sink.resume_point("c1", 4) == 6
 
 
+@pytest.mark.needs("resume_point")
 async def test_messages_at_or_below_the_checkpoint_are_ignored(sink: SinkUnderTest) -> None:
     # Below the checkpoint a hole (2) and a link that reaches nothing (3 -> 1 with 2 lost):
     # the checkpoint vouches for everything up to it, so neither stops the walk.
@@ -248,6 +259,7 @@ async def test_messages_at_or_below_the_checkpoint_are_ignored(sink: SinkUnderTe
     assert await sink.sink.resume_point("c1", 9) == 9  # never below the checkpoint
 
 
+@pytest.mark.needs("resume_point")
 async def test_another_connections_messages_are_never_counted(sink: SinkUnderTest) -> None:
     await sink.sink.write([message(1, "a"), message(2, "a"), message(3, "a")])
     # b's stream would fill a's hole at 4 and extend it, if it were read as a's; ids that
@@ -259,6 +271,7 @@ async def test_another_connections_messages_are_never_counted(sink: SinkUnderTes
     assert await sink.sink.resume_point("b", 3) == 4
 
 
+@pytest.mark.needs("resume_point")
 async def test_a_rewrite_stores_the_rewriters_prev_link(sink: SinkUnderTest) -> None:
     # A wrote 4 linked to 3, and 3 never landed; B (newer token) received 4 right after 2,
     # the upstream having skipped 3 for it, and rewrote 4 with the same data.
@@ -271,6 +284,7 @@ async def test_a_rewrite_stores_the_rewriters_prev_link(sink: SinkUnderTest) -> 
     assert (await sink.read("c1"))[-1] == message(4, token=2, prev=2)
 
 
+@pytest.mark.needs("resume_point")
 async def test_the_resume_point_is_found_across_many_pages(sink: SinkUnderTest) -> None:
     # 240 messages: several pages of the DynamoDB sink under test (conftest.py pages it by
     # DYNAMODB_QUERY_PAGE items; tests/integration/test_dynamodb_sink.py has its 1 MB pages).

@@ -27,6 +27,7 @@ COMMANDS = (
     "status",
     "history",
     "messages",
+    "migrate",
     "end-session",
     "fleet",
     "simulate-upstream",

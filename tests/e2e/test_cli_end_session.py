@@ -1,10 +1,13 @@
-"""`wsfleet end-session` on both backends (in-process: `main`, the CLI's own entry point, over
-a real SQLite file and the local AWS): a known death ends the worker's sessions and hints its
-connections; a repeat changes nothing; no selector is a usage error."""
+"""`wsfleet end-session` on every backend (in-process: `main`, the CLI's own entry point, over
+a real SQLite file, a real PostgreSQL database and the local AWS): a known death ends the
+worker's sessions and hints its connections; a repeat changes nothing; no selector is a usage
+error."""
 
 import asyncio
 import json
 import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +15,13 @@ import pytest
 
 from adapters.dynamodb.connection_store import DynamoDbConnectionStore
 from adapters.dynamodb.schema import TableNames
+from adapters.postgres.db import migrate_database
+from adapters.postgres.store import PostgresConnectionStore
 from adapters.sqlite.store import SqliteConnectionStore
 from application.ports import ConnectionStore
 from entrypoints.cli.main import main
 from entrypoints.devstack.aws import LocalAws
+from entrypoints.devstack.postgres import LocalPostgres, fresh_database
 from tests.support.deployment import create_deployment_sync
 from tests.support.dynamodb import dynamodb_client
 
@@ -45,18 +51,39 @@ def _run(args: list[str], env: dict[str, str], capsys: pytest.CaptureFixture[str
     return document
 
 
-def test_embedded_end_session_ends_the_worker_and_is_idempotent(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.fixture(params=["embedded", "postgres"])
+def local_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> tuple[dict[str, str], Callable[[], AbstractAsyncContextManager[ConnectionStore]]]:
+    """(the variables that point the CLI at a backend's state, a store opener on it)."""
+    if request.param == "embedded":
+        data = tmp_path / "data"
+        data.mkdir()
+        return {"WSFLEET_DATA_DIR": str(data)}, lambda: SqliteConnectionStore.open(
+            data / "wsfleet.sqlite"
+        )
+    server: LocalPostgres = request.getfixturevalue("postgres_server")
+
+    async def fresh() -> str:
+        async with fresh_database(server, "test", drop=False) as url:
+            await migrate_database(url)
+            return url
+
+    url = asyncio.run(fresh())
+    env = {"WSFLEET_BACKEND": "postgres", "WSFLEET_POSTGRES_URL": url}
+    return env, lambda: PostgresConnectionStore.open(url, pool_size=1)
+
+
+def test_end_session_ends_the_worker_and_is_idempotent(
+    local_backend: tuple[dict[str, str], Callable[[], Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
+    env, open_store = local_backend
 
     async def setup() -> None:
-        async with SqliteConnectionStore.open(data / "wsfleet.sqlite") as store:
+        async with open_store() as store:
             await _hold(store)
 
     asyncio.run(setup())
-    env = {"WSFLEET_DATA_DIR": str(data)}
 
     first = _run(["--worker", WORKER, "--reason", "reaped"], env, capsys)
     again = _run(["--worker", WORKER], env, capsys)
@@ -70,7 +97,7 @@ def test_embedded_end_session_ends_the_worker_and_is_idempotent(
     assert again["ended"] == []
 
     async def check() -> None:
-        async with SqliteConnectionStore.open(data / "wsfleet.sqlite") as store:
+        async with open_store() as store:
             assert await _ended(store) == [f"{WORKER}#1"]
             session = await store.get_session(f"{WORKER}#1")
             assert session is not None

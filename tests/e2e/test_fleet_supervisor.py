@@ -1,8 +1,8 @@
-"""`wsfleet fleet --workers 2` as a real process tree on one SQLite data directory, with a 30 s
-lease: a SIGKILLed child's connections are taken over by its sibling once the supervisor has
-reaped it (its session ended, its connections hinted), not when the lease runs out; the child
-is restarted under a new worker id; SIGTERM stops the tree cleanly. The upstream simulator and
-the sink are the judges."""
+"""`wsfleet fleet --workers 2` as a real process tree, on one SQLite data directory and on one
+PostgreSQL database, with a 30 s lease: a SIGKILLed child's connections are taken over by its
+sibling once the supervisor has reaped it (its session ended, its connections hinted), not when
+the lease runs out; the child is restarted under a new worker id; SIGTERM stops the tree
+cleanly. The upstream simulator and the sink are the judges."""
 
 import asyncio
 import os
@@ -14,15 +14,11 @@ from typing import Any, TypeVar
 
 import pytest
 
-from adapters.sqlite.message_sink import SqliteMessageSink
 from application.ports import ConnectionStore
-from application.router import EventRouter
 from application.worker.session_keeper import worker_of
 from domain import NO_OWNER, DesiredState, LeaseStatus
-from entrypoints.containers import provide, shutdown
+from entrypoints.devstack.backends import LocalDeployment, open_embedded, open_postgres
 from entrypoints.devstack.process import Process, alive
-from entrypoints.embedded import EmbeddedContainer, messages_path
-from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
 from tests.e2e.cli_process import cli_process
 
@@ -77,31 +73,25 @@ async def owners(store: ConnectionStore) -> dict[str, str]:
     }
 
 
-@pytest.fixture
+@pytest.fixture(params=["embedded", "postgres"])
 async def stack(
-    tmp_path: Path,
-) -> AsyncIterator[tuple[EventRouter, ConnectionStore, SqliteMessageSink, UpstreamSimulator]]:
-    (tmp_path / "data").mkdir()
-    settings = load_settings({**ENV, "WSFLEET_DATA_DIR": str(tmp_path / "data")})
-    container = EmbeddedContainer(settings=settings)
-    async with (
-        UpstreamSimulator(rate=20.0) as sim,
-        SqliteMessageSink.open(messages_path(settings)) as sink,
-    ):
-        try:
-            store = await provide(container.store)
-            router: EventRouter = await provide(container.core.router)
-            yield router, store, sink, sim
-        finally:
-            await shutdown(container)
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[LocalDeployment, UpstreamSimulator]]:
+    """The dev stack's deployment (the caller's view of the fleet's state) and the simulator."""
+    if request.param == "postgres":
+        opening = open_postgres(request.getfixturevalue("postgres_server"), ENV)
+    else:
+        opening = open_embedded(tmp_path / "data", ENV)
+    async with UpstreamSimulator(rate=20.0) as sim, opening as deployment:
+        yield deployment, sim
 
 
 async def test_a_killed_child_is_reaped_its_connections_move_at_once_and_it_restarts(
-    tmp_path: Path,
-    stack: tuple[EventRouter, ConnectionStore, SqliteMessageSink, UpstreamSimulator],
+    tmp_path: Path, stack: tuple[LocalDeployment, UpstreamSimulator]
 ) -> None:
-    router, store, sink, sim = stack
-    env: dict[str, Any] = {**ENV, "WSFLEET_DATA_DIR": str(tmp_path / "data")}
+    deployment, sim = stack
+    router, store = deployment.router, deployment.store
+    env: dict[str, Any] = {**ENV, **deployment.env}
     args = ["fleet", "--workers", "2", "--name", "box", "--restart-delay", "0.5"]
     supervisor = await cli_process("fleet", args, tmp_path, env).start()
     try:
@@ -156,7 +146,7 @@ async def test_a_killed_child_is_reaped_its_connections_move_at_once_and_it_rest
         for cid in CONNECTIONS:
             record = sim.record(cid)
             assert record["peak_subscribers"] == 1, record["connections"]
-            assert await sink.seqs(cid) == list(range(1, record["emitted"] + 1)), cid
+            assert await deployment.seqs(cid) == list(range(1, record["emitted"] + 1)), cid
         for cid in moved:
             assert sim.record(cid)["connects"] >= 2  # it really moved
 

@@ -29,6 +29,7 @@ def test_the_readme_quickstart_stores_messages_and_reads_them_back(tmp_path: Pat
     lines = _quickstart()
     install, activate, *steps = lines
     assert "pip install" in install, install
+    assert "./dev" in install, install  # the sample upstream is the dev tooling's simulator
     assert "activate" in activate, activate
     port = str(_free_port())  # the README's 9100 may be taken on a shared machine
     script = "\n".join(["set -eu", *steps]).replace("9100", port)

@@ -274,7 +274,7 @@ CONFIG_ERRORS = [
         {**_AWS, "WSFLEET_HEARTBEAT_INTERVAL_S": "30"},
         "WSFLEET_HEARTBEAT_INTERVAL_S must be shorter than the lease",
     ),
-    ({"WSFLEET_BACKEND": "embedded"}, "this command runs the AWS worker"),
+    ({"WSFLEET_BACKEND": "embedded"}, "run the embedded backend with `wsfleet worker`"),
 ]
 
 

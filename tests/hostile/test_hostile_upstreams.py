@@ -1,5 +1,5 @@
 """The hostile-upstream tier (issue 13): every kind of hostile upstream (entrypoints/simulator/
-hostile.py) served next to good streams to real worker processes, on both backends, through a
+hostile.py) served next to good streams to real worker processes, on every backend, through a
 rolling SIGTERM. The judges:
 
 - every good stream, and every tolerated misbehaviour, is stored with no gap and its own
@@ -29,9 +29,10 @@ from application.router import EventRouter
 from domain.events import LeaseTakenOver, UpstreamFailed
 from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.devstack.aws import LocalAws
+from entrypoints.devstack.backends import open_postgres
 from entrypoints.embedded import EmbeddedContainer, messages_path
 from entrypoints.settings import load_settings
-from entrypoints.simulator import UpstreamSimulator
+from entrypoints.simulator import UpstreamSimulator, is_message
 from entrypoints.simulator.hostile import FAULTS, GOOD_FIRST, TOLERATED
 from tests.e2e.cli_process import cli_process
 from tests.e2e.worker_process import worker_process
@@ -143,8 +144,32 @@ async def aws(
     )
 
 
+async def postgres(
+    stack: AsyncExitStack, request: pytest.FixtureRequest, extra: Mapping[str, str]
+) -> Backend:
+    """The dev stack's deployment on the session's PostgreSQL, image workers on it."""
+    tmp: Path = request.getfixturevalue("tmp_path")
+    server = request.getfixturevalue("postgres_server")
+    deployment = await stack.enter_async_context(open_postgres(server, {**SETTINGS, **extra}))
+    env = {**SETTINGS, **extra, **deployment.env}
+
+    async def start_worker(name: str) -> Worker:
+        process = worker_process(name, env, tmp)
+        await process.start()
+        await process.wait_healthy(60)
+        return process
+
+    return Backend(
+        int(SETTINGS["WSFLEET_LEASE_MS"]),
+        deployment.router,
+        deployment.store,
+        deployment.messages,
+        start_worker,
+    )
+
+
 # Every AWS request is an HTTP call to a JVM on the same two cores: the AWS streams are slower.
-BACKENDS = {"embedded": (embedded, 10.0), "aws": (aws, 3.0)}
+BACKENDS = {"embedded": (embedded, 10.0), "aws": (aws, 3.0), "postgres": (postgres, 10.0)}
 
 
 async def _served(
@@ -161,7 +186,7 @@ async def _served(
                 await worker.kill()
 
 
-@pytest.fixture(params=["embedded", "aws"])
+@pytest.fixture(params=list(BACKENDS))
 async def setup(
     request: pytest.FixtureRequest,
 ) -> AsyncIterator[tuple[Backend, UpstreamSimulator, float]]:
@@ -173,7 +198,7 @@ async def setup(
 FAST_BACKOFF = {"WSFLEET_POISON_BACKOFF_BASE_S": "0.5"}
 
 
-@pytest.fixture(params=["embedded", "aws"])
+@pytest.fixture(params=list(BACKENDS))
 async def fast_backoff(
     request: pytest.FixtureRequest,
 ) -> AsyncIterator[tuple[Backend, UpstreamSimulator, float]]:
@@ -211,7 +236,7 @@ async def test_hostile_upstreams_cost_only_their_own_connections(
         gaps = [b.received_at_ms - a.received_at_ms for a, b in itertools.pairwise(stored)]
         assert len(seqs) > GOOD_FIRST + rate * PHASE_S, f"{cid} stored too little: {seqs} {gaps}"
         assert seqs == list(range(1, len(seqs) + 1)), f"{cid}: gap or duplicate"
-        assert all(m.data == f"{cid}:{m.seq}" for m in stored), f"{cid}: not its own data"
+        assert all(is_message(m.data, cid, m.seq) for m in stored), f"{cid}: not its own data"
         stalls[cid] = max(gaps)
         # Handed over, not waited out: an ownership change by expiry is a LeaseTakenOver.
         history = await backend.router.history(cid)

@@ -97,12 +97,12 @@ def _recipe(header: str) -> list[str]:
 
 
 def test_make_install_installs_the_locks_with_their_hashes_and_fetches_nothing_else() -> None:
-    recipe = _recipe("$(STAMP): pyproject.toml $(LOCKS)")
+    recipe = _recipe("$(STAMP): pyproject.toml dev/pyproject.toml $(LOCKS)")
     installs = [line for line in recipe if "pip install" in line]
     assert installs == [
         "$(BIN)/python -m pip install --quiet --require-hashes -r requirements/build.lock",
         "$(BIN)/python -m pip install --quiet --require-hashes -r requirements/test.lock",
-        "$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .",
+        "$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . -e ./dev",
     ]
     assert "$(BIN)/python -m pip check" in recipe
 

@@ -1,5 +1,6 @@
 """The extension points, loaded from configuration exactly as the worker loads them (through
-the AWS container), using the working examples in examples/."""
+the AWS container, and the postgres one for its sink), using the working examples in
+examples/."""
 
 import json
 from collections.abc import AsyncIterator
@@ -111,3 +112,36 @@ async def test_a_bad_extension_is_a_configuration_error_naming_the_variable(
 
     assert str(caught.value).startswith(f"{variable}=")
     assert message in str(caught.value)
+
+
+async def test_the_postgres_backend_takes_a_sink_of_your_own_as_the_others_do(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its own sink by default (the database's messages table), the user's when named, and
+    `wsfleet messages` refused by name for the user's."""
+    from adapters.postgres.db import migrate_database
+    from adapters.postgres.message_sink import PostgresMessageSink
+    from entrypoints.postgres import PostgresContainer
+
+    await migrate_database(postgres_url)
+    monkeypatch.setenv("FILE_SINK_DIR", str(tmp_path))
+    where = {"WSFLEET_BACKEND": "postgres", "WSFLEET_POSTGRES_URL": postgres_url}
+    own = PostgresContainer(settings=load_settings(where))
+    users = PostgresContainer(
+        settings=load_settings({**where, "WSFLEET_MESSAGE_SINK": "examples.file_sink:create"})
+    )
+    try:
+        default = await provide(own.sink)
+        reader = await provide(own.reader)
+        sink = await provide(users.sink)
+        await sink.write([message(1)])
+        with pytest.raises(ConfigurationError, match="reads the built-in sinks only"):
+            await provide(users.reader)
+    finally:
+        await shutdown(own)
+        await shutdown(users)
+
+    assert isinstance(default, PostgresMessageSink)
+    assert reader is default
+    assert isinstance(sink, FileSink)
+    assert sink.seqs("m1") == [1]

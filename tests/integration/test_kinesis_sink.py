@@ -151,3 +151,44 @@ async def test_a_batch_larger_than_max_batch_is_refused(client: Any) -> None:
     sink = KinesisMessageSink(client, STREAM)
     with pytest.raises(ValueError, match="max_batch"):
         await sink.write([message(seq) for seq in range(sink.max_batch + 1)])
+
+
+async def test_a_reader_reads_on_from_where_it_left_each_shard(client: Any) -> None:
+    """`wsfleet messages` asks page after page (and --follow every second): the second call
+    reads only what was added, not the stream's whole retention again."""
+    sink = KinesisMessageSink(client, STREAM)
+    reader = KinesisMessageReader(client, STREAM, page=50)
+    requests: list[str] = []
+    client.meta.events.register(
+        "before-send.kinesis.GetRecords", lambda **_: requests.append("GetRecords")
+    )
+    await sink.write([message(seq) for seq in range(1, 201)])
+    assert len(await reader.messages("c1")) == 200
+    first = len(requests)
+
+    await sink.write([message(seq) for seq in range(201, 204)])
+    again = await reader.messages("c1", from_seq=200)
+
+    assert [m.seq for m in again] == [200, 201, 202, 203]
+    # Two shards: each at most the new records' page and the tip's empty answer. Reading the
+    # 203 records again from the oldest would take five pages of 50 on c1's shard alone.
+    assert len(requests) - first <= 4, (first, len(requests))
+    assert [m.seq for m in await KinesisMessageReader(client, STREAM).messages("c1")] == list(
+        range(1, 204)
+    )
+
+
+async def test_an_iterator_that_expired_between_reads_starts_the_scan_over(client: Any) -> None:
+    """Kinesis iterators live five minutes: a `--follow` left idle longer reads from the oldest
+    record again, keeping nothing twice."""
+    sink = KinesisMessageSink(client, STREAM)
+    faulty = FaultyClient(client)
+    reader = KinesisMessageReader(cast(Any, faulty), STREAM)
+    await sink.write([message(seq) for seq in (1, 2)])
+    assert [m.seq for m in await reader.copies("c1")] == [1, 2]
+
+    await sink.write([message(3)])
+    faulty.plan("get_records", raising(client_error("ExpiredIteratorException")))
+
+    assert [m.seq for m in await reader.copies("c1")] == [1, 2, 3]
+    assert faulty.calls["get_shard_iterator"] == 4  # two shards, twice from the oldest

@@ -98,3 +98,23 @@ async def test_writes_after_close_are_refused(tmp_path: Path) -> None:
     await db.close()
     with pytest.raises(RuntimeError, match="closed"):
         await db.write(insert(1))
+
+
+async def test_a_block_that_fails_under_closed_on_error_closes_the_database(
+    tmp_path: Path,
+) -> None:
+    """What every SQLite adapter's open relies on: one that fails after the file is open
+    (a refused schema, a bad option) leaves no open connection behind."""
+    db = await open_db(tmp_path / "db.sqlite")
+
+    with pytest.raises(Refused), db.closed_on_error():
+        raise Refused
+
+    with pytest.raises(RuntimeError, match="is closed"):
+        await db.read(lambda c: c.execute("SELECT 1").fetchall())
+    for _ in range(100):  # the close is queued on the database's thread, not waited for
+        if db._conn is None:
+            break
+        await asyncio.sleep(0.01)
+    assert db._conn is None
+    await db.close()  # still idempotent

@@ -53,7 +53,8 @@ async def test_reopening_from_the_next_seq_resumes_without_gap_or_duplicate(
     second = await read(connector, url, from_seq=len(first) + 1, count=10)
 
     assert seqs(first + second) == list(range(1, 21))
-    assert [m.data for m in second] == [f"meeting:{n}" for n in range(11, 21)]
+    frames = [f'{{"seq":{n},"data":"meeting:{n}"}}' for n in range(11, 21)]
+    assert [m.data for m in second] == frames  # whole, as the upstream sent them
 
 
 async def test_resume_param_replaces_a_stale_one_and_keeps_other_query_params(

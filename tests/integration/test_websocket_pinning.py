@@ -7,6 +7,7 @@ address the URL policy vetted. A connector that resolved the name again would re
 internal server."""
 
 import asyncio
+import json
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -58,9 +59,11 @@ async def pair(
 
 
 async def first_message(connector: WebSocketConnector, url: str, addresses: list[str]) -> str:
+    """The first message's data field (the connector stores the whole frame)."""
     async with connector.open(url, 1, addresses) as stream:
         async for message in stream.messages():
-            return message.data
+            data: str = json.loads(message.data)["data"]
+            return data
     raise AssertionError("no message")
 
 

@@ -43,15 +43,9 @@ async def migrated_database(request: pytest.FixtureRequest, stack: AsyncExitStac
     """For fixture factories (which cannot ask for an async fixture by name): a fresh database
     of the session's server, migrated as `wsfleet migrate` does (the adapters only check the
     schema's version)."""
-    from adapters.postgres.db import open_pool
-    from adapters.postgres.schema import migrate
+    from adapters.postgres.db import migrate_database
 
     server: LocalPostgres = request.getfixturevalue("postgres_server")
     url = await stack.enter_async_context(fresh_database(server, "test", drop=False))
-    pool = await open_pool(url, size=1, check=False)
-    try:
-        async with pool.acquire() as conn:
-            await migrate(conn)
-    finally:
-        await pool.close()
+    await migrate_database(url)
     return url

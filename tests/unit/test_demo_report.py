@@ -32,6 +32,8 @@ def result(cid: str) -> ConnectionResult:
         peak_subscribers=1,
         connects=2,
         resent=0,
+        redelivered=0,
+        copies_beyond_replay=0,
         rewrites=0,
         ended=True,
     )

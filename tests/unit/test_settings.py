@@ -97,7 +97,7 @@ def test_values_are_parsed_into_their_types() -> None:
         (
             "WSFLEET_MESSAGE_SINK",
             "my_sink.py",
-            "expected dynamodb, sqlite, kinesis, or module:attribute",
+            "expected dynamodb, sqlite, kinesis, postgres, or module:attribute",
         ),
         ("WSFLEET_HEALTH_PORT", "70000", "expected integer 0..65535"),
         ("WSFLEET_ALLOWED_UPSTREAM_HOSTS", "ok.com,bad host", "'bad host' is not"),
@@ -177,6 +177,18 @@ def test_the_api_token_is_never_echoed() -> None:
             {"WSFLEET_BACKEND": "aws", "WSFLEET_MESSAGE_SINK": "kinesis"},
             "WSFLEET_KINESIS_STREAM: required when WSFLEET_MESSAGE_SINK=kinesis",
         ),
+        (
+            {"WSFLEET_BACKEND": "aws", "WSFLEET_MESSAGE_SINK": "postgres"},
+            "WSFLEET_MESSAGE_SINK=postgres: not with WSFLEET_BACKEND=aws",
+        ),
+        (
+            {
+                "WSFLEET_BACKEND": "postgres",
+                "WSFLEET_POSTGRES_URL": "postgresql://h/db",
+                "WSFLEET_MESSAGE_SINK": "sqlite",
+            },
+            "WSFLEET_MESSAGE_SINK=sqlite: not with WSFLEET_BACKEND=postgres",
+        ),
     ],
 )
 def test_a_built_in_sink_the_backend_cannot_run_is_refused_by_name(
@@ -186,6 +198,70 @@ def test_a_built_in_sink_the_backend_cannot_run_is_refused_by_name(
         load_settings(env, aws=False)
 
     assert any(p.startswith(problem) for p in refused.value.problems), refused.value.problems
+
+
+PG_URL = "postgresql://wsfleet:Pa55-word@db.internal:5432/fleet"
+
+
+def test_the_postgres_backend_takes_its_url_pool_and_statement_cache() -> None:
+    settings = load_settings(
+        {
+            "WSFLEET_BACKEND": "postgres",
+            "WSFLEET_POSTGRES_URL": PG_URL,
+            "WSFLEET_POSTGRES_POOL_SIZE": "4",
+            "WSFLEET_POSTGRES_PREPARED_STATEMENTS": "false",
+        }
+    )
+
+    assert (settings.backend, settings.postgres_url) == ("postgres", PG_URL)
+    assert (settings.postgres_pool_size, settings.postgres_prepared_statements) == (4, False)
+    assert "Pa55-word" not in repr(settings)
+    assert load_settings({"WSFLEET_POSTGRES_URL": "postgres://h/db", "WSFLEET_BACKEND": "postgres"})
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        ({"WSFLEET_BACKEND": "postgres"}, "WSFLEET_POSTGRES_URL: required when"),
+        (
+            {"WSFLEET_BACKEND": "postgres", "WSFLEET_POSTGRES_URL": "mysql://u:Pa55-word@h/db"},
+            "WSFLEET_POSTGRES_URL=(hidden): expected postgresql:// or postgres:// URI",
+        ),
+        (
+            {"WSFLEET_BACKEND": "postgres", "WSFLEET_POSTGRES_URL": "Pa55-word"},
+            "WSFLEET_POSTGRES_URL=(hidden): expected postgresql:// or postgres:// URI",
+        ),
+        ({"WSFLEET_POSTGRES_URL": PG_URL}, "WSFLEET_POSTGRES_URL=(hidden): only read with"),
+        (
+            {"WSFLEET_POSTGRES_LISTEN_URL": PG_URL},
+            "WSFLEET_POSTGRES_LISTEN_URL=(hidden): only read with",
+        ),
+        (
+            {
+                "WSFLEET_BACKEND": "postgres",
+                "WSFLEET_POSTGRES_URL": PG_URL,
+                "WSFLEET_POSTGRES_LISTEN_URL": "Pa55-word",
+            },
+            "WSFLEET_POSTGRES_LISTEN_URL=(hidden): expected postgresql://",
+        ),
+        (
+            {
+                "WSFLEET_BACKEND": "postgres",
+                "WSFLEET_POSTGRES_URL": PG_URL,
+                "WSFLEET_POSTGRES_POOL_SIZE": "0",
+            },
+            "WSFLEET_POSTGRES_POOL_SIZE='0': expected integer 1..1000",
+        ),
+    ],
+)
+def test_a_missing_or_malformed_postgres_url_is_refused_by_name_and_never_echoed(
+    env: dict[str, str], problem: str
+) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(env)
+
+    assert any(p.startswith(problem) for p in refused.value.problems), refused.value.problems
+    assert "Pa55-word" not in str(refused.value)
 
 
 def test_built_in_sinks_are_taken_by_name() -> None:

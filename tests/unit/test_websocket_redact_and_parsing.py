@@ -85,9 +85,22 @@ def test_with_resume_sets_the_param_and_keeps_the_rest_of_the_query_verbatim() -
 
 
 @pytest.mark.parametrize(
+    "raw",
+    [
+        '{"seq": 7, "data": "hello", "speaker": "ana", "at": 12.5}',
+        '{"seq": 7, "text": "hi"}',
+        '{"seq": 7, "data": {"x": [1, 2]}}',
+    ],
+)
+def test_by_default_the_whole_frame_is_stored_with_its_seq(raw: str) -> None:
+    """Nothing dropped: a transcript's speaker and timestamps reach the sink."""
+    assert parse_json_message(raw) == UpstreamMessage(7, raw)
+
+
+@pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ('{"seq": 7, "data": "hello"}', UpstreamMessage(7, "hello")),
+        ('{"seq": 7, "data": "hello", "speaker": "ana"}', UpstreamMessage(7, "hello")),
         ('{"seq": 7, "data": {"x": [1, 2]}}', UpstreamMessage(7, '{"x":[1,2]}')),
         ('{"seq": 7, "text": "hi"}', UpstreamMessage(7, '{"seq": 7, "text": "hi"}')),
         ('{"seq": null, "data": "hi"}', UpstreamMessage(None, "hi")),
@@ -96,10 +109,10 @@ def test_with_resume_sets_the_param_and_keeps_the_rest_of_the_query_verbatim() -
         ("[1, 2]", UpstreamMessage(None, "[1, 2]")),
     ],
 )
-def test_json_messages_give_seq_and_data_and_anything_else_passes_whole(
+def test_a_named_data_field_alone_is_kept_and_anything_else_passes_whole(
     raw: str, message: UpstreamMessage
 ) -> None:
-    assert parse_json_message(raw) == message
+    assert parse_json_message(raw, data_field="data") == message
 
 
 @pytest.mark.parametrize("seq", ['"7"', "-1", "1.5", "true"])

@@ -1,4 +1,4 @@
-"""`wsfleet simulate-upstream`: the upstream simulator (entrypoints/simulator) as a command.
+"""`wsfleet simulate-upstream`: the upstream simulator as a command.
 
 The same server and options as `python -m entrypoints.simulator`; it prints one line,
 `upstream simulator listening on ws://HOST:PORT`, then serves until SIGINT or SIGTERM.
@@ -11,6 +11,7 @@ import sys
 
 from entrypoints.simulator.__main__ import serve
 
+DESCRIPTION = "serve simulated live upstream streams (ws://HOST:PORT/stream/<id>)"
 EXIT_OK = 0
 EXIT_FAILED = 1
 
