@@ -181,7 +181,10 @@ async def test_a_sigterm_delivered_twice_within_a_millisecond_still_hands_every_
         assert conn is not None
         assert conn.owner == NO_OWNER, (cid, conn.owner)
         assert simulator.subscribers(cid) == 0
-    assert "SIGTERM ignored" in worker.output()
+    # The kernel merges a second SIGTERM still pending when the first is handled: then only
+    # one arrives, and "SIGTERM ignored" is not logged. What must never appear either way is
+    # the forced exit a repeated SIGTERM once caused.
+    assert "exiting without finishing the shutdown" not in worker.output()
 
 
 async def _owned(router: EventRouter, ids: list[str]) -> bool:
