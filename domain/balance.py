@@ -24,7 +24,8 @@ excess back and forth.
 """
 
 import math
-from collections.abc import Sequence
+import zlib
+from collections.abc import Collection, Sequence
 
 import attrs
 
@@ -156,3 +157,30 @@ def share_of(
     top = math.floor(level[me.session_id] + band(level[me.session_id]))
     takeover_room = min(free, unplaced, max(0, min(me.capacity, top) - me.held))
     return Share(level[me.session_id], mine, imbalanced, hand_off, room, takeover_room)
+
+
+def _spread(connection_id: str) -> int:
+    """A hash every worker computes alike (Python's own `hash` of a str differs per process)."""
+    return zlib.crc32(connection_id.encode())
+
+
+def take_order(connection_ids: Sequence[str], me: str, live: Collection[str]) -> list[str]:
+    """The order in which worker `me` tries orphans that every live worker in `live` sees
+    too, so that they try different ones first: each connection falls to one slot of the
+    sorted live sessions by a hash; `me` tries its own slot's first, then the next slot's,
+    and so on round the ring, each other slot from its far end (that slot's own worker takes
+    it from the near end). Workers that read the same sessions agree on the slots, so taking
+    their parts they meet in the same orphan only where a part overflows its slot; taken in
+    independent random orders, a try near the end of the takes mostly loses to another
+    worker's take of the same orphan, and each lost try is store reads for nothing."""
+    ring = sorted({*live, me})
+    mine = ring.index(me)
+    size = len(ring)
+
+    def key(cid: str) -> tuple[int, int]:
+        spread = _spread(cid)
+        distance = (spread % size - mine) % size
+        within = spread // size
+        return distance, within if distance == 0 else -within
+
+    return sorted(connection_ids, key=key)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from application.worker.context import WorkerContext
 from domain import WorkerSession
-from domain.balance import Load, Share, loads_of, share_of
+from domain.balance import Load, Share, loads_of, share_of, take_order
 
 # How long after a session died its connections are placed by share before they are open to
 # all, in heartbeats: the survivors' watches see the death within a heartbeat of each other,
@@ -99,6 +99,14 @@ class Balance:
             self._loads, me, max_hand_offs=0, last_take_ms=self._last_take_ms, unplaced=unplaced
         )
         return share.takeover_room
+
+    def take_order(self, connection_ids: Sequence[str]) -> list[str] | None:
+        """The order to try orphans in so that the workers of this view try different ones
+        first (domain/balance.py `take_order`); None without a view."""
+        if self._seen_at is None:
+            return None
+        live = [load.session_id for load in self._loads]
+        return take_order(connection_ids, self._session_id(), live)
 
     def moving(self) -> bool:
         """The fleet is out of balance by this worker's view: look again every heartbeat

@@ -304,8 +304,11 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
     if sessions.full:
         return bool(orphans), False
     hinted = {o.connection_id for o in orphans if _left_to_its_hint(ctx, o, now_ms)}
-    # Shuffled, so racing workers mostly try different orphans first.
-    shuffled = ctx.rng.sample(orphans, len(orphans))
+    # In an order the other workers of this view do not share, so that they mostly try
+    # different orphans first (shuffled without a view).
+    by_id = {o.connection_id: o for o in orphans}
+    order = sessions.balance.take_order(list(by_id))
+    ordered = ctx.rng.sample(orphans, len(orphans)) if order is None else [by_id[c] for c in order]
     placed = [
         o.connection_id
         for o in orphans
@@ -315,7 +318,7 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
         no_room = await sessions.take_each(
             [
                 (o.connection_id, o.owner != NO_OWNER)
-                for o in shuffled
+                for o in ordered
                 if o.connection_id not in sessions and o.connection_id not in hinted
             ]
         )
