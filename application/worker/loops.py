@@ -296,7 +296,9 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
     the dead workers' connections, so it must know how many there are. Placed page by page,
     each page's part was counted as if the page were all there was (at 100 workers and 100 a
     page, about a fifth of the part per scan), the placement grace ended with most of them
-    unplaced, and every survivor then raced every other for all of them."""
+    unplaced, and every survivor then raced every other for all of them. It is taken from a
+    page's worth at a time, and a page mostly lost to other workers ends the round: what is
+    left of a scan that old is mostly taken, and each try costs the acquisition's reads."""
     orphans: list[Connection] = []
     async for page in ctx.store.iter_orphans(now_ms, ctx.config.reconcile_page_size):
         orphans.extend(page)
@@ -314,15 +316,24 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
         for o in orphans
         if o.owner != NO_OWNER and sessions.balance.placing(o.owner, now_ms)
     ]
+    candidates = [
+        (o.connection_id, o.owner != NO_OWNER)
+        for o in ordered
+        if o.connection_id not in sessions and o.connection_id not in hinted
+    ]
+    no_room: list[str] = []
+    stale = False
+    step = ctx.config.reconcile_page_size
     with sessions.placing(placed):
-        no_room = await sessions.take_each(
-            [
-                (o.connection_id, o.owner != NO_OWNER)
-                for o in ordered
-                if o.connection_id not in sessions and o.connection_id not in hinted
-            ]
-        )
-    withheld = bool(hinted) or (bool(no_room) and not sessions.full)
+        for i in range(0, len(candidates), step):
+            chunk, lost = candidates[i : i + step], sessions.lost
+            no_room += await sessions.take_each(chunk)
+            if sessions.lost - lost > len(chunk) // 2:
+                # Mostly taken by others since the scan: the rest is read again a heartbeat
+                # later rather than tried one by one (three reads each to be refused).
+                stale = True
+                break
+    withheld = stale or bool(hinted) or (bool(no_room) and not sessions.full)
     return bool(no_room), withheld
 
 
