@@ -74,5 +74,4 @@ async def test_survivors_take_their_parts_of_every_page_before_the_grace_ends(
     ]
     assert set(moves) == {1}, moves
     # Every survivor read the same sessions: they try different orphans first.
-    # (in independent random orders: 6 here)
     assert _conflicts(fleet) - conflicts_before <= 2, _conflicts(fleet) - conflicts_before
