@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from application.worker.context import WorkerContext
 from domain import WorkerSession
-from domain.balance import Load, Share, loads_of, share_of
+from domain.balance import Load, Share, loads_of, share_of, take_order
 
 # How long after a session died its connections are placed by share before they are open to
 # all, in heartbeats: the survivors' watches see the death within a heartbeat of each other,
@@ -44,8 +44,10 @@ class Balance:
         # if a view reported entirely after it still wants it (None: none wanted).
         self._wanted_since_ms: int | None = None
         self._last_take_ms = 0  # epoch ms this worker last took a connection
-        # Dead sessions of the view: session id -> epoch ms it died.
+        # Dead sessions of the view: session id -> epoch ms it died, and the load it last
+        # reported (what it held as it died: nobody else can have reported taking any of it).
         self._died_at: dict[str, int] = {}
+        self._dead_held: dict[str, int] = {}
 
     @property
     def enabled(self) -> bool:
@@ -53,7 +55,9 @@ class Balance:
 
     def observe(self, sessions: Sequence[WorkerSession], now_ms: int) -> None:
         self._loads = loads_of(sessions, now_ms)
-        self._died_at = {s.session_id: died_at_ms(s) for s in sessions if not s.is_live(now_ms)}
+        dead = [s for s in sessions if not s.is_live(now_ms)]
+        self._died_at = {s.session_id: died_at_ms(s) for s in dead}
+        self._dead_held = {s.session_id: s.held for s in dead}
         self._seen_at = self._ctx.clock.monotonic()
         self._view_ms = now_ms
 
@@ -90,15 +94,38 @@ class Balance:
     def takeover_budget(self, unplaced: int) -> int | None:
         """How many of `unplaced` dead sessions' connections (found by a scan) this worker
         takes: its part of the split that counts them in, or None without a view (then
-        capacity alone decides)."""
+        capacity alone decides).
+
+        Counted in are as many as the scan found or, if more, as many as the sessions dying
+        within the grace last reported holding: every survivor reads those alike, while what
+        a scan finds depends on when it ran (a survivor scanning after others took their
+        parts, and before they reported them, would see too few and take too few)."""
         ctx = self._ctx
         if not self.enabled or self._seen_at is None:
             return None
+        now_ms = ctx.clock.now_ms()
+        reported = sum(
+            held
+            for sid, held in self._dead_held.items()
+            if now_ms - self._died_at[sid] < self._grace_ms()
+        )
         me = Load(self._session_id(), self._held(), ctx.config.max_connections)
         share = share_of(
-            self._loads, me, max_hand_offs=0, last_take_ms=self._last_take_ms, unplaced=unplaced
+            self._loads,
+            me,
+            max_hand_offs=0,
+            last_take_ms=self._last_take_ms,
+            unplaced=max(unplaced, reported),
         )
         return share.takeover_room
+
+    def take_order(self, connection_ids: Sequence[str]) -> list[str] | None:
+        """The order to try orphans in so that the workers of this view try different ones
+        first (domain/balance.py `take_order`); None without a view."""
+        if self._seen_at is None:
+            return None
+        live = [load.session_id for load in self._loads]
+        return take_order(connection_ids, self._session_id(), live)
 
     def moving(self) -> bool:
         """The fleet is out of balance by this worker's view: look again every heartbeat

@@ -327,35 +327,51 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
     room (full, or no trusted session yet); some was left that this worker had the capacity
     for (its share said no: the balance left it to workers short of theirs; or it was freed so
     recently that its hint is still on its way). A dead worker's are taken up to this worker's
-    part of them, then, past the placement grace, up to capacity (Sessions._room)."""
-    found = 0
-    starved = withheld = False
+    part of them, then, past the placement grace, up to capacity (Sessions._room).
+
+    The whole scan is read before anything is taken: this worker's part is its share of all
+    the dead workers' connections, so it must know how many there are. Placed page by page,
+    each page's part was counted as if the page were all there was (at 100 workers and 100 a
+    page, about a fifth of the part per scan), the placement grace ended with most of them
+    unplaced, and every survivor then raced every other for all of them. It is taken from a
+    page's worth at a time, and a page mostly lost to other workers ends the round: what is
+    left of a scan that old is mostly taken, and each try costs the acquisition's reads."""
+    orphans: list[Connection] = []
     async for page in ctx.store.iter_orphans(now_ms, ctx.config.reconcile_page_size):
-        found += len(page)
-        if sessions.full:
-            starved = starved or bool(page)
-            continue  # still counted: the gauge says how many wait for room
-        hinted = {o.connection_id for o in page if _left_to_its_hint(ctx, o, now_ms)}
-        withheld = withheld or bool(hinted)
-        # Shuffled, so racing workers mostly try different orphans first.
-        shuffled = ctx.rng.sample(list(page), len(page))
-        placed = [
-            o.connection_id
-            for o in page
-            if o.owner != NO_OWNER and sessions.balance.placing(o.owner, now_ms)
-        ]
-        with sessions.placing(placed):
-            no_room = await sessions.take_each(
-                [
-                    (o.connection_id, o.owner != NO_OWNER)
-                    for o in shuffled
-                    if o.connection_id not in sessions and o.connection_id not in hinted
-                ]
-            )
-        starved = starved or bool(no_room)
-        withheld = withheld or (bool(no_room) and not sessions.full)
-    ctx.metrics.gauge(ORPHANS_FOUND, found)
-    return starved, withheld
+        orphans.extend(page)
+    ctx.metrics.gauge(ORPHANS_FOUND, len(orphans))  # how many wait for room, when full
+    if sessions.full:
+        return bool(orphans), False
+    hinted = {o.connection_id for o in orphans if _left_to_its_hint(ctx, o, now_ms)}
+    # In an order the other workers of this view do not share, so that they mostly try
+    # different orphans first (shuffled without a view).
+    by_id = {o.connection_id: o for o in orphans}
+    order = sessions.balance.take_order(list(by_id))
+    ordered = ctx.rng.sample(orphans, len(orphans)) if order is None else [by_id[c] for c in order]
+    placed = [
+        o.connection_id
+        for o in orphans
+        if o.owner != NO_OWNER and sessions.balance.placing(o.owner, now_ms)
+    ]
+    candidates = [
+        (o.connection_id, o.owner != NO_OWNER)
+        for o in ordered
+        if o.connection_id not in sessions and o.connection_id not in hinted
+    ]
+    no_room: list[str] = []
+    stale = False
+    step = ctx.config.reconcile_page_size
+    with sessions.placing(placed):
+        for i in range(0, len(candidates), step):
+            chunk, lost = candidates[i : i + step], sessions.lost
+            no_room += await sessions.take_each(chunk)
+            if sessions.lost - lost > len(chunk) // 2:
+                # Mostly taken by others since the scan: the rest is read again a heartbeat
+                # later rather than tried one by one (three reads each to be refused).
+                stale = True
+                break
+    withheld = stale or bool(hinted) or (bool(no_room) and not sessions.full)
+    return bool(no_room), withheld
 
 
 def _left_to_its_hint(ctx: WorkerContext, orphan: Connection, now_ms: int) -> bool:

@@ -45,6 +45,7 @@ class Sessions:
         # how many more of them this worker takes (its part).
         self._placing: frozenset[str] = frozenset()
         self._budget = 0
+        self.lost = 0  # acquisitions another worker won, ever (the scan reads how many lately)
 
     @property
     def writer(self) -> IngestWriter:
@@ -212,6 +213,7 @@ class Sessions:
                     raise
             if acquired is None:
                 ctx.metrics.count(ACQUISITION_CONFLICTS)
+                self.lost += 1
                 return
             # A dead owner may have stored more than its last checkpoint says; a release
             # records the final checkpoint of everything written (one read saved per handoff).

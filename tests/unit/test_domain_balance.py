@@ -260,15 +260,17 @@ def test_a_fleet_converges_and_then_never_moves_again(
     assert all(m == 0 for m in moves[-quiet:]), f"still moving: {moves}"
 
 
-def test_unplaced_connections_are_split_and_each_takes_up_to_the_top_of_its_band() -> None:
-    """A dead worker held 12: two survivors at 10 each split 32, level 16, band 1.6, so
-    each may take 7 of the 12 (not all 12, as by capacity alone): together they take them all
-    in one move, and neither ends outside its band."""
+def test_unplaced_connections_are_split_and_each_takes_up_to_its_target() -> None:
+    """A dead worker held 12: two survivors at 10 each split 32, level 16, so each takes 6
+    of the 12 (not all 12, as by capacity alone, nor 7, the top of its band, which would
+    leave the other short): together they take them all in one move, each at its level."""
     loads = [Load("a", 10, 100), Load("b", 10, 100)]
 
     share = share_of(loads, Load("a", 10, 100), max_hand_offs=10, unplaced=12)
 
-    assert (share.level, share.target, share.takeover_room) == (16.0, 16, 7)
+    assert (share.level, share.target, share.takeover_room) == (16.0, 16, 6)
+    other = share_of(loads, Load("b", 10, 100), max_hand_offs=10, unplaced=12)
+    assert share.takeover_room + other.takeover_room == 12
     assert share_of(loads, Load("a", 10, 100), max_hand_offs=10).takeover_room == 0
     # One above its level already: the other survivor takes them all.
     heavy = share_of(loads, Load("a", 95, 100), max_hand_offs=10, unplaced=12)
