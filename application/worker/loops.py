@@ -293,33 +293,42 @@ async def _forget_dead_sessions(
     A connection STOPPED while its owner was dying is released on the dead owner's behalf
     (with its own token and checkpoint): nobody may acquire a STOPPED connection, so nothing
     else would ever clear it, and it would keep its owner's session item forever. Safe: the
-    owner is dead for good, and a STOPPED connection is streamed by nobody."""
-    for session in listed:
-        if session.is_live(now_ms):
+    owner is dead for good, and a STOPPED connection is streamed by nobody.
+
+    The dead sessions are seen to side by side: one after another, a store round trip each,
+    the 33 of an AZ loss at 100 workers held up the survivor's next scan (1.65 s in the
+    simulation, whose clock moves in steps of 0.05 s), and the orphans its first scan had
+    left waited for it."""
+    await gather_all(
+        *(_forget_dead(ctx, session, now_ms) for session in listed if not session.is_live(now_ms))
+    )
+
+
+async def _forget_dead(ctx: WorkerContext, session: WorkerSession, now_ms: int) -> None:
+    """One dead session: release its STOPPED connections, and delete it past the grace."""
+    for cid in await ctx.store.stop_requested(session.session_id):
+        conn = await ctx.store.get(cid)
+        if conn is None or conn.owner != session.session_id or not conn.stop_pending:
             continue
-        for cid in await ctx.store.stop_requested(session.session_id):
-            conn = await ctx.store.get(cid)
-            if conn is None or conn.owner != session.session_id or not conn.stop_pending:
-                continue
-            try:
-                await ctx.store.release(
-                    cid,
-                    session.session_id,
-                    conn.token,
-                    conn.checkpoint_seq,
-                    now_ms,
-                    reason="stopped while its owner died",
-                )
-                log.info(
-                    "released a STOPPED connection of dead session %s",
-                    session.session_id,
-                    extra=ctx.log_extra(cid, conn.token),
-                )
-            except DomainError as exc:  # its owner released it meanwhile
-                log.info("STOPPED connection not released for its dead owner: %s", exc)
-        died_at = session.updated_at_ms if session.ended_reason else session.expires_at_ms
-        if now_ms - died_at > FORGET_GRACE_MS:
-            await ctx.store.forget_session(session.session_id, now_ms)
+        try:
+            await ctx.store.release(
+                cid,
+                session.session_id,
+                conn.token,
+                conn.checkpoint_seq,
+                now_ms,
+                reason="stopped while its owner died",
+            )
+            log.info(
+                "released a STOPPED connection of dead session %s",
+                session.session_id,
+                extra=ctx.log_extra(cid, conn.token),
+            )
+        except DomainError as exc:  # its owner released it meanwhile
+            log.info("STOPPED connection not released for its dead owner: %s", exc)
+    died_at = session.updated_at_ms if session.ended_reason else session.expires_at_ms
+    if now_ms - died_at > FORGET_GRACE_MS:
+        await ctx.store.forget_session(session.session_id, now_ms)
 
 
 async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> tuple[bool, bool]:
