@@ -310,6 +310,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[10, 100, 10_000],
         help="connections owned by the worker's session in the store-cost steady state",
     )
+    p.add_argument(
+        "--fleet-timings",
+        type=float,
+        default=1.0,
+        help="fleet: the workers' timings as a part of the defaults (0.5: lease 2 s)",
+    )
     p.add_argument("--kills", type=int, default=8, help="deaths: supervised SIGKILLs")
     p.add_argument("--false-reports", type=int, default=3, help="deaths: false death reports")
     p.add_argument("--deaths-lease-ms", type=int, default=30_000, help="deaths: the lease")
@@ -321,7 +327,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.aws_steps = [20]
         args.store_cost_counts = [10]
         args.kills, args.false_reports = 2, 1
-    args.fleet = {"connections": args.connections, "rounds": args.rounds}
+    args.fleet = {
+        "connections": args.connections,
+        "rounds": args.rounds,
+        "timings": args.fleet_timings,
+    }
     args.deaths = {
         "connections": min(args.connections, 30),
         "kills": args.kills,

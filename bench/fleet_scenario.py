@@ -13,6 +13,7 @@ from typing import Any
 from bench.backends import Backend
 from bench.fleet import FleetRun
 from bench.stats import summary
+from bench.timings import BENCH_CONFIG
 from entrypoints.devstack import records
 from entrypoints.devstack.judge import judge_stream
 from entrypoints.devstack.records import wall_ms
@@ -31,8 +32,12 @@ async def run_fleet(
     rounds: int = 4,
     stops_per_round: int = 4,
     seed: int = 7,
+    timings: float = 1.0,
 ) -> dict[str, Any]:
-    run = FleetRun(backend, sim, log_dir, random.Random(seed))
+    """`timings`: the workers' timings as a part of the defaults (0.5: lease 2 s, heartbeat
+    0.5 s, issue 27's "1/10 of the article's"), judged against the targets stated for them."""
+    config = BENCH_CONFIG if timings == 1.0 else BENCH_CONFIG.scaled(timings)
+    run = FleetRun(backend, sim, log_dir, random.Random(seed), config)
     began = wall_ms()
     try:
         for _ in range(workers):
@@ -67,6 +72,8 @@ async def run_fleet(
         "workers": workers,
         "connections": connections,
         "rounds": rounds,
+        "timings": timings,
+        "lease_ms": config.lease_ms,
         "latency_s": {kind: summary(values) for kind, values in run.samples.items()},
         "samples_s": run.samples,
         "timeouts": run.timeouts,
