@@ -274,8 +274,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--connections", type=int, default=36)
     p.add_argument(
-        "--balance-connections", type=int, default=300, help="balance: held by the first 3"
+        "--balance-connections", type=int, default=300, help="balance: held by the first ones"
     )
+    p.add_argument("--balance-workers", type=int, default=3, help="balance: holding at first")
+    p.add_argument("--balance-joining", type=int, default=3, help="balance: joining at once")
     p.add_argument(
         "--balance-rate", type=float, default=2.0, help="balance: messages/s per connection"
     )
@@ -338,7 +340,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "false_reports": args.false_reports,
         "lease_ms": args.deaths_lease_ms,
     }
-    args.balance = {"connections": 12 if args.quick else args.balance_connections}
+    args.balance = {
+        "connections": 12 if args.quick else args.balance_connections,
+        "workers": args.balance_workers,
+        "joining": args.balance_joining,
+    }
     if args.quick:
         args.balance["quiet_s"] = 5.0
     return args

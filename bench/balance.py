@@ -41,6 +41,16 @@ def moves_between(streams: dict[str, Any], ids: list[str], since_ms: int, until_
     )
 
 
+def moved_twice(streams: dict[str, Any], ids: list[str], since_ms: int, until_ms: int) -> int:
+    """Connections subscribed to more than once in [since_ms, until_ms): moved twice."""
+    return sum(
+        1
+        for c in ids
+        if c in streams
+        and sum(1 for at in records.connects_since(streams[c], since_ms) if at < until_ms) > 1
+    )
+
+
 def gaps_s(streams: dict[str, Any], ids: list[str], since_ms: int) -> list[float]:
     """Per handoff: the previous subscriber's disconnect to the next one's connect."""
     out = []
@@ -117,6 +127,9 @@ async def run_balance(
         "converged_s": converged_s,
         "handoffs": moves_between(streams, run.ids, launched_ms, stopped_ms),
         "handoffs_after_converged": moves_between(streams, run.ids, converged_ms, stopped_ms),
+        # What the newcomers' even share is: the fewest moves that balance the join.
+        "newcomers_share": connections * joining // (workers + joining),
+        "moved_twice": moved_twice(streams, run.ids, launched_ms, stopped_ms),
         "quiet_s": quiet_s,
         "gap_s": summary(gaps_s(streams, run.ids, launched_ms)),
         "peak_subscribers": max(

@@ -140,6 +140,18 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 _ok(run["converged_s"] is not None and run["handoffs_after_converged"] == 0),
             )
         )
+        if "moved_twice" in run:
+            out.append(
+                (
+                    f"{name}: balance moves against the newcomers' share / moved twice",
+                    f"{run['handoffs']} / {run['newcomers_share']}, {run['moved_twice']} twice",
+                    "= share (+-1 each), 0 twice",
+                    _ok(
+                        abs(run["handoffs"] - run["newcomers_share"]) <= run["joining"]
+                        and run["moved_twice"] == 0
+                    ),
+                )
+            )
         out.append(
             (
                 f"{name}: balance lost / duplicated / most subscribers",
