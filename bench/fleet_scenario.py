@@ -78,7 +78,7 @@ async def run_fleet(
         "samples_s": run.samples,
         "timeouts": run.timeouts,
         "faults": run.faults,
-        "moves": moves_per_fault(run.faults, streams, ended),
+        "moves": records.moves_per_fault(run.faults, streams, ended, ("crash", "handoff")),
         "verdict": verdict,
         "timeline": {
             "began_ms": began,
@@ -86,34 +86,6 @@ async def run_fleet(
             "intervals": {c: records.intervals(streams[c], ended) for c in run.ids if c in streams},
         },
     }
-
-
-def moves_per_fault(
-    faults: list[dict[str, Any]], streams: dict[str, Any], ended_ms: int
-) -> dict[str, dict[str, int]]:
-    """Per kind of fault (crash, handoff): of the connections the worker held, how many were
-    subscribed to again once, and how many more than once, before the next fault (a second
-    subscription is a second move: placement, then balancing)."""
-    out: dict[str, dict[str, int]] = {}
-    timed = sorted(faults, key=lambda f: f["at_ms"])
-    for fault, after in zip(timed, [*timed[1:], None], strict=True):
-        if fault["kind"] not in ("crash", "handoff"):
-            continue
-        until = ended_ms if after is None else after["at_ms"]
-        until = min(until, fault.get("moves_until_ms", until))
-        counts = out.setdefault(fault["kind"], {"moved": 0, "moved_twice": 0, "most": 0})
-        for cid in fault["connections"]:
-            connects = [
-                t
-                for t in records.connects_since(
-                    streams.get(cid) or {"connections": []}, fault["at_ms"]
-                )
-                if t < until
-            ]
-            counts["moved"] += 1
-            counts["moved_twice"] += len(connects) > 1
-            counts["most"] = max(counts["most"], len(connects))
-    return out
 
 
 async def judge(

@@ -133,7 +133,7 @@ async def rolling_restart(run: ChaosRun) -> None:
     """A deployment: for each worker, a new one starts, then the old one gets SIGTERM."""
     for old in list(run.serving()):
         await run.add_worker()
-        sent = run.term(old)
+        sent = await run.term(old)
         run.stats.fault("SIGTERM (rolling)")
         await run.wait_covered("handoff (SIGTERM)", sent, HANDOFF_BOUND_S)
         code = await run.exited(old)
@@ -485,7 +485,7 @@ async def join_during_faults(run: ChaosRun, *, joining: int = 2) -> None:
     if moved:
         run.violation(f"a balanced fleet still moved {moved} (oscillation)")
     for newcomer in newcomers:
-        sent = run.term(newcomer)
+        sent = await run.term(newcomer)
         run.stats.fault("SIGTERM (scale-in)")
         await run.wait_covered("handoff (SIGTERM)", sent, HANDOFF_BOUND_S)
         code = await run.exited(newcomer)

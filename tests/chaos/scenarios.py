@@ -117,12 +117,15 @@ async def execute(
     try:
         await run.open()
         emitted: dict[str, int] = {}
+        scheduled = 0  # the faults that ended a worker before the final stop
         try:
             await schedule(run)
+            scheduled = len(run.endings)
             emitted = await faults.finish(run)
         except ChaosAbort:
             pass  # the violation is recorded; judge what happened so far
         verdict = await judge(run, emitted)
+        run.stats.moves = await run.moves(scheduled or len(run.endings))
         verdict.notes[:0] = run.notes
         outcome = Outcome(backend_name, seed, run.stats, verdict, run.violations)
         if not outcome.ok:
