@@ -19,6 +19,8 @@ from bench.cost import run_cost
 from bench.deaths import run_deaths
 from bench.fleet_scenario import run_fleet
 from bench.ingest import run_ingest
+from bench.kinesis_batches import render as render_kinesis_batches
+from bench.kinesis_batches import run_kinesis_batches
 from bench.limits import raise_open_files
 from bench.read_back import render as render_read_back
 from bench.read_back import run_read_back
@@ -43,6 +45,7 @@ SUITES = (
     "floor",
     "ingest",
     "sink",
+    "kinesis-batch",
     "read-back",
 )
 log = logging.getLogger("bench")
@@ -231,6 +234,9 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
         elif suite == "sink":
             results["sink"] = await run_sink_bench(log_dir, 2_000 if args.quick else 10_000)
             print(render_sinks(results["sink"]), flush=True)
+        elif suite == "kinesis-batch":
+            results["kinesis_batch"] = await run_kinesis_batches(log_dir, 1 if args.quick else 3)
+            print(render_kinesis_batches(results["kinesis_batch"]), flush=True)
         elif suite == "read-back":
             results["read_back"] = await run_read_back(
                 log_dir, 10_000 if args.quick else 100_000, 2 if args.quick else 5

@@ -2,13 +2,13 @@
 
 from adapters.kinesis.message_reader import KinesisMessageReader
 from adapters.kinesis.message_sink import KinesisMessageSink
-from adapters.kinesis.records import record_of, stored_of
+from adapters.kinesis.records import messages_of, records_of
 from adapters.kinesis.streams import create_stream
 
 __all__ = [
     "KinesisMessageReader",
     "KinesisMessageSink",
     "create_stream",
-    "record_of",
-    "stored_of",
+    "messages_of",
+    "records_of",
 ]
