@@ -201,6 +201,28 @@ def core_of(
     return container
 
 
+def sink_and_reader(
+    settings: "providers.Provider[Settings]",
+    sinks: dict[str, "providers.Provider[Any]"],
+    readers: dict[str, "providers.Provider[Any]"] | None = None,
+) -> tuple["providers.Selector[Any]", "providers.Selector[Any]"]:
+    """A backend's `sink` and `reader` (of `wsfleet messages`), chosen by `sink_choice`: one of
+    its built-in `sinks` by name, each read by the provider of the same name in `readers` (by
+    itself when `readers` is not given), or the team's own sink (WSFLEET_MESSAGE_SINK), which
+    `wsfleet messages` does not read."""
+    sink = providers.Selector(
+        providers.Callable(sink_choice, settings),
+        **sinks,
+        custom=providers.Resource(user_sink, settings),
+    )
+    reader = providers.Selector(
+        providers.Callable(sink_choice, settings),
+        **(sinks if readers is None else readers),
+        custom=providers.Callable(no_reader, settings),
+    )
+    return sink, reader
+
+
 def _pool_size(settings: Settings) -> int:
     return max(10, settings.worker.max_connections + _POOL_HEADROOM)
 
@@ -270,32 +292,31 @@ class AwsContainer(containers.DeclarativeContainer):
         lambda s: client_config(s, pool=10, read_timeout_s=s.aws_read_timeout_s), settings
     )
     kinesis = providers.Resource(aws_client, session, "kinesis", settings, kinesis_config)
-    sink = providers.Selector(
-        providers.Callable(sink_choice, settings),
-        dynamodb=providers.Singleton(
-            DynamoDbMessageSink,
-            dynamodb,
-            settings.provided.messages_table,
-            retention_s=providers.Callable(_retention_s, settings),
-            on_retry=providers.Callable(_counter, metrics, SINK_RETRIES),
-        ),
-        kinesis=providers.Singleton(
-            KinesisMessageSink,
-            kinesis,
-            settings.provided.kinesis_stream,
-            on_retry=providers.Callable(_counter, metrics, SINK_RETRIES),
-        ),
-        custom=providers.Resource(user_sink, settings),
-    )
-    reader = providers.Selector(
-        providers.Callable(sink_choice, settings),
-        dynamodb=providers.Singleton(
-            DynamoDbMessageReader, dynamodb, settings.provided.messages_table
-        ),
-        kinesis=providers.Singleton(
-            KinesisMessageReader, kinesis, settings.provided.kinesis_stream
-        ),
-        custom=providers.Callable(no_reader, settings),
+    sink, reader = sink_and_reader(
+        settings,
+        sinks={
+            "dynamodb": providers.Singleton(
+                DynamoDbMessageSink,
+                dynamodb,
+                settings.provided.messages_table,
+                retention_s=providers.Callable(_retention_s, settings),
+                on_retry=providers.Callable(_counter, metrics, SINK_RETRIES),
+            ),
+            "kinesis": providers.Singleton(
+                KinesisMessageSink,
+                kinesis,
+                settings.provided.kinesis_stream,
+                on_retry=providers.Callable(_counter, metrics, SINK_RETRIES),
+            ),
+        },
+        readers={
+            "dynamodb": providers.Singleton(
+                DynamoDbMessageReader, dynamodb, settings.provided.messages_table
+            ),
+            "kinesis": providers.Singleton(
+                KinesisMessageReader, kinesis, settings.provided.kinesis_stream
+            ),
+        },
     )
     upstream = websocket_upstream(settings)
 

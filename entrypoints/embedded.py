@@ -28,8 +28,7 @@ from adapters.sqlite.queue import SqliteNotificationQueue
 from adapters.sqlite.store import SqliteConnectionStore
 from adapters.system.clock import SystemClock
 from application.ports import Clock
-from entrypoints.containers import core_of, websocket_upstream
-from entrypoints.extensions import no_reader, sink_choice, user_sink
+from entrypoints.containers import core_of, sink_and_reader, websocket_upstream
 from entrypoints.metrics import TeeMetrics, prometheus_metrics
 from entrypoints.settings import Settings
 
@@ -75,16 +74,7 @@ class EmbeddedContainer(containers.DeclarativeContainer):
     store = providers.Resource(sqlite_store, settings)
     queue = providers.Resource(sqlite_queue, settings, clock)
     sqlite_messages = providers.Resource(sqlite_sink, settings)
-    sink = providers.Selector(
-        providers.Callable(sink_choice, settings),
-        sqlite=sqlite_messages,
-        custom=providers.Resource(user_sink, settings),
-    )
-    reader = providers.Selector(
-        providers.Callable(sink_choice, settings),
-        sqlite=sqlite_messages,
-        custom=providers.Callable(no_reader, settings),
-    )
+    sink, reader = sink_and_reader(settings, sinks={"sqlite": sqlite_messages})
     # Scraped at the health port's /metrics (entrypoints/worker/health.py).
     prometheus = providers.Singleton(prometheus_metrics, "embedded")
     metrics = providers.Singleton(TeeMetrics, providers.Singleton(JsonLogMetrics), prometheus)

@@ -34,8 +34,7 @@ from application.errors import (
     StoreUnavailable,
 )
 from application.ports import Clock
-from entrypoints.containers import core_of, websocket_upstream
-from entrypoints.extensions import no_reader, sink_choice, user_sink
+from entrypoints.containers import core_of, sink_and_reader, websocket_upstream
 from entrypoints.metrics import TeeMetrics, prometheus_metrics
 from entrypoints.settings import Settings
 
@@ -120,16 +119,7 @@ class PostgresContainer(containers.DeclarativeContainer):
     store = providers.Singleton(postgres_store, pool)
     queue = providers.Resource(postgres_queue, pool, settings, clock)
     postgres_messages = providers.Singleton(postgres_sink, pool)
-    sink = providers.Selector(
-        providers.Callable(sink_choice, settings),
-        postgres=postgres_messages,
-        custom=providers.Resource(user_sink, settings),
-    )
-    reader = providers.Selector(
-        providers.Callable(sink_choice, settings),
-        postgres=postgres_messages,
-        custom=providers.Callable(no_reader, settings),
-    )
+    sink, reader = sink_and_reader(settings, sinks={"postgres": postgres_messages})
     # Scraped at the health port's /metrics (entrypoints/worker/health.py).
     prometheus = providers.Singleton(prometheus_metrics, "postgres")
     metrics = providers.Singleton(TeeMetrics, providers.Singleton(JsonLogMetrics), prometheus)

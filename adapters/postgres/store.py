@@ -11,7 +11,7 @@ between. The fencing token is the connection's `token` column, raised by the dom
 change of owner. No advisory locks: they belong to a database connection and carry no token.
 """
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -28,13 +28,14 @@ from adapters.postgres.rows import (
 )
 from adapters.postgres.schema import Conn
 from application.errors import StoreUnavailable
-from application.ports.store import CommandResult, ConnectionStore, SessionResult, check_page_size
+from application.ports.store import check_page_size
+from application.ports.store_step import SteppedStore, StoreStep
 from domain import Command, Connection, Event, SessionCommand, SessionEvent, WorkerSession
 
 T = TypeVar("T")
 
 
-class PostgresConnectionStore(ConnectionStore):
+class PostgresConnectionStore(SteppedStore):
     """Built on a PostgresDatabase over the process's pool (the composition root shares the
     pool with the queue and the sink), or opened alone: `async with
     PostgresConnectionStore.open(url) as store:`."""
@@ -56,15 +57,15 @@ class PostgresConnectionStore(ConnectionStore):
         finally:
             await opened.close()
 
-    # -- the two commands ----------------------------------------------------------------------
+    # -- the commands' one primitive (the port's template does the rest) ------------------------
 
-    async def execute(self, command: Command, now_ms: int) -> CommandResult:
+    async def _atomically(
+        self, command: Command | SessionCommand, run: Callable[[StoreStep], Coroutine[Any, Any, T]]
+    ) -> T:
+        """One transaction (run again whole on a key collision, a serialization failure or a
+        deadlock: PostgresDatabase.write)."""
         self._count(type(command).__name__)
-        return await self._db.write(lambda c: steps.execute(c, command, now_ms))
-
-    async def execute_session(self, command: SessionCommand, now_ms: int) -> SessionResult:
-        self._count(type(command).__name__)
-        return await self._db.write(lambda c: steps.execute_session(c, command, now_ms))
+        return await self._db.write(lambda c: run(steps.PostgresStep(c)))
 
     # -- queries -------------------------------------------------------------------------------
 
