@@ -26,6 +26,7 @@ from bench.report import table
 from bench.sink_writers import render as render_sinks
 from bench.sink_writers import run_sink_bench
 from bench.store_cost import run_store_cost
+from bench.store_cost_postgres import run_store_cost_postgres
 from bench.upstream import SimulatorProcess, simulator
 from entrypoints.devstack.aws import open_local_aws
 from entrypoints.devstack.process import ProcessError
@@ -35,6 +36,7 @@ SUITES = (
     "deaths",
     "balance",
     "store-cost",
+    "store-cost-postgres",
     "cost",
     "capacity",
     "capacity-aws",
@@ -211,6 +213,10 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
             results["cost"] = await run_cost(log_dir, window_s=args.cost_window)
         elif suite == "store-cost":
             results["store_cost"] = await run_store_cost(log_dir, args.store_cost_counts)
+        elif suite == "store-cost-postgres":
+            results["store_cost_postgres"] = await run_store_cost_postgres(
+                log_dir, args.postgres_store_cost_counts
+            )
         elif suite == "capacity":
             results.setdefault("capacity", []).extend(await capacity(args, log_dir, tls=False))
         elif suite == "capacity-aws":
@@ -310,6 +316,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[10, 100, 10_000],
         help="connections owned by the worker's session in the store-cost steady state",
     )
+    p.add_argument(
+        "--postgres-store-cost-counts",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[10, 100, 1_000, 10_000],
+        help="store-cost-postgres: connections owned by the worker's session",
+    )
     p.add_argument("--kills", type=int, default=8, help="deaths: supervised SIGKILLs")
     p.add_argument("--false-reports", type=int, default=3, help="deaths: false death reports")
     p.add_argument("--deaths-lease-ms", type=int, default=30_000, help="deaths: the lease")
@@ -320,6 +332,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.rounds, args.connections, args.steps, args.window = 1, 6, [20], 2.0
         args.aws_steps = [20]
         args.store_cost_counts = [10]
+        args.postgres_store_cost_counts = [10, 100]
         args.kills, args.false_reports = 2, 1
     args.fleet = {"connections": args.connections, "rounds": args.rounds}
     args.deaths = {

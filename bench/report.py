@@ -169,6 +169,7 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                     "info",
                 )
             )
+    out += _postgres_store_rows(results.get("store_cost_postgres"))
     for run in results.get("capacity", []):
         out += _capacity_rows(run)
     for run in results.get("ingest", []):
@@ -179,6 +180,41 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 _fmt(step.get("stored_per_s")),
                 f"offered {_fmt(step.get('offered_per_s'))}/s",
                 "info",
+            )
+        )
+    return out
+
+
+# Statements per worker-second on PostgreSQL at the most connections held, against those at the
+# fewest (the worker's cadence, message writes excluded).
+STATEMENT_GROWTH_TARGET = 1.2
+
+
+def _postgres_store_rows(cost: dict[str, Any] | None) -> list[tuple[str, str, str, str]]:
+    if not cost:
+        return []
+    out = []
+    fewest = min(s["connections"] for s in cost["steady_state"])
+    for steady in cost["steady_state"]:
+        if steady["reconcile_cadence"] != "worker":
+            continue
+        measured = steady["statements_per_worker_second"]
+        if steady["connections"] == fewest:
+            target, verdict = "the base", "info"
+        else:
+            base = next(
+                s["statements_per_worker_second"]
+                for s in cost["steady_state"]
+                if s["reconcile_cadence"] == "worker" and s["connections"] == fewest
+            )
+            bound = round(base * STATEMENT_GROWTH_TARGET, 3)
+            target, verdict = f"<= {_fmt(bound)} (1.2x at {fewest})", _ok(measured <= bound)
+        out.append(
+            (
+                f"PostgreSQL statements / worker-second, {steady['connections']:,} held",
+                _fmt(measured),
+                target,
+                verdict,
             )
         )
     return out
