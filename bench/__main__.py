@@ -11,10 +11,12 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+from adapters.postgres.db import migrate_database
 from bench import machine
 from bench.backends import Backend, open_backend
 from bench.balance import run_balance
 from bench.capacity import run_capacity, run_floor
+from bench.capacity_worker import POSTGRES_URL_VARIABLE
 from bench.cost import run_cost
 from bench.deaths import run_deaths
 from bench.fleet_scenario import run_fleet
@@ -29,6 +31,7 @@ from bench.store_cost import run_store_cost
 from bench.store_cost_postgres import run_store_cost_postgres
 from bench.upstream import SimulatorProcess, simulator
 from entrypoints.devstack.aws import open_local_aws
+from entrypoints.devstack.postgres import fresh_database, open_local_postgres
 from entrypoints.devstack.process import ProcessError
 
 SUITES = (
@@ -40,6 +43,7 @@ SUITES = (
     "cost",
     "capacity",
     "capacity-aws",
+    "capacity-postgres",
     "tls",
     "tls-throughput",
     "floor",
@@ -194,6 +198,24 @@ async def capacity_aws(args: argparse.Namespace, log_dir: Path) -> list[dict[str
     return runs
 
 
+async def capacity_postgres(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
+    """One worker with PostgreSQL (the dev stack's throwaway server) as its store and its sink,
+    on one pool as a postgres worker has; hints in memory, as in the other capacity runs. The
+    store's round trips per second at each step beside the ramp."""
+    name = "capacity-postgres"
+    async with (
+        open_local_postgres(log_dir / name) as server,
+        fresh_database(server, "capacity") as url,
+    ):
+        await migrate_database(url)
+        extra = ["--store", "postgres", "--sink", "postgres"]
+        env = {POSTGRES_URL_VARIABLE: url}
+        run = await run_capacity(
+            log_dir, name, args.postgres_steps, window_s=args.window, extra=extra, env=env
+        )
+    return [{**run, "engine": f"PostgreSQL {server.version}"}]
+
+
 def save(out: Path, results: dict[str, Any]) -> None:
     (out / "results.json").write_text(json.dumps(results, indent=1))
 
@@ -221,6 +243,8 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
             results.setdefault("capacity", []).extend(await capacity(args, log_dir, tls=False))
         elif suite == "capacity-aws":
             results.setdefault("capacity", []).extend(await capacity_aws(args, log_dir))
+        elif suite == "capacity-postgres":
+            results.setdefault("capacity", []).extend(await capacity_postgres(args, log_dir))
         elif suite == "tls":
             results.setdefault("capacity", []).extend(await capacity(args, log_dir, tls=True))
         elif suite == "tls-throughput":
@@ -307,6 +331,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[50, 100, 200, 400, 800],
         help="capacity-aws: the same with DynamoDB Local as the sink too (1 message/s each)",
     )
+    p.add_argument(
+        "--postgres-steps",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[1000, 2500, 5000, 7500, 10000],
+        help="capacity-postgres: connections held, PostgreSQL the store and the sink",
+    )
     p.add_argument("--throughput-connections", type=int, default=1000, help="tls-throughput")
     p.add_argument("--window", type=float, default=20.0, help="seconds measured per step")
     p.add_argument("--cost-window", type=float, default=120.0)
@@ -331,6 +361,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.rounds, args.connections, args.steps, args.window = 1, 6, [20], 2.0
         args.aws_steps = [20]
+        args.postgres_steps = [20]
         args.store_cost_counts = [10]
         args.postgres_store_cost_counts = [10, 100]
         args.kills, args.false_reports = 2, 1

@@ -2,8 +2,9 @@
 
 It is the real `Worker` (sessions, lease keeper, ingest buffer, the loops) with the real
 WebSocket connector, composed here with a store, queue and sink local to the process — the
-in-memory store and queue, or SQLite; a sink that discards, SQLite, or DynamoDB on a local
-endpoint — each wrapped in `TimingSink`. The same process issues the STARTs through the event
+in-memory store and queue, SQLite, DynamoDB on a local endpoint or PostgreSQL at a URL (store
+and sink on one pool, as a postgres worker has); a sink that discards or one of those — each
+wrapped in `TimingSink`. The same process issues the STARTs through the event
 router, ramps to each step, and prints one JSON line per measured step on stdout: RSS, CPU,
 open files, event-loop lag, messages stored and their store latency.
 """
@@ -29,6 +30,8 @@ from adapters.dynamodb.tables import create_tables
 from adapters.memory.metrics import InMemoryMetrics
 from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.store import InMemoryConnectionStore
+from adapters.postgres.db import DEFAULT_POOL_SIZE, open_pool
+from adapters.postgres.store import PostgresConnectionStore
 from adapters.sqlite.message_sink import SqliteMessageSink
 from adapters.sqlite.store import SqliteConnectionStore
 from adapters.system.clock import SystemClock
@@ -41,6 +44,7 @@ from bench.procs import cpu_seconds
 from bench.sinks import TARGET_MS, DiscardSink, TimingSink
 from entrypoints.containers import CoreContainer
 from entrypoints.devstack.aws import client as aws_client
+from entrypoints.postgres import postgres_sink, postgres_store
 from entrypoints.settings import load_settings
 from entrypoints.settings.load import DYNAMODB_SINK_WRITERS
 from entrypoints.worker.gc_tuning import tune_gc
@@ -58,11 +62,18 @@ class WarningCounter(logging.Handler):
 
 
 START_CONCURRENCY = 32
+# The database's URI (a password in it) comes in the environment, not on the command line.
+POSTGRES_URL_VARIABLE = "BENCH_POSTGRES_URL"
 
 
 def store_requests(store: ConnectionStore) -> int:
-    """DynamoDB requests the store has made (0 for the local stores, which count none)."""
-    return sum(store.requests.values()) if isinstance(store, DynamoDbConnectionStore) else 0
+    """Requests the store has made: DynamoDB's, PostgreSQL's round trips (its operations, each
+    one transaction or read); 0 for the local stores, which count none."""
+    if isinstance(store, DynamoDbConnectionStore):
+        return sum(store.requests.values())
+    if isinstance(store, PostgresConnectionStore):
+        return sum(store.operations.values())
+    return 0
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -77,15 +88,23 @@ async def open_ports(
     if "dynamodb" in (args.store, args.sink):
         client = await stack.enter_async_context(aws_client("dynamodb", args.endpoint, pool=64))
         await create_tables(client, TableNames())
+    pool: Any = None
+    if "postgres" in (args.store, args.sink):  # one pool, as PostgresContainer opens it
+        pool = await open_pool(args.postgres_url, size=DEFAULT_POOL_SIZE)
+        stack.push_async_callback(pool.close)
     store: ConnectionStore
-    if args.store == "sqlite":
+    if args.store == "postgres":
+        store = postgres_store(pool)
+    elif args.store == "sqlite":
         store = await stack.enter_async_context(SqliteConnectionStore.open(data / "wsfleet.sqlite"))
     elif args.store == "dynamodb":
         store = DynamoDbConnectionStore(client)
     else:
         store = InMemoryConnectionStore()
     inner: MessageSink
-    if args.sink == "sqlite":
+    if args.sink == "postgres":
+        inner = postgres_sink(pool)
+    elif args.sink == "sqlite":
         inner = await stack.enter_async_context(SqliteMessageSink.open(data / "messages.sqlite"))
     elif args.sink == "dynamodb":
         inner = DynamoDbMessageSink(client)
@@ -230,8 +249,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--window", type=float, default=20.0, help="seconds measured per step")
     p.add_argument("--settle", type=float, default=5.0)
     p.add_argument("--ramp-timeout", type=float, default=180.0)
-    p.add_argument("--store", choices=["memory", "sqlite", "dynamodb"], default="memory")
-    p.add_argument("--sink", choices=["discard", "sqlite", "dynamodb"], default="discard")
+    backends = ["sqlite", "dynamodb", "postgres"]
+    p.add_argument("--store", choices=["memory", *backends], default="memory")
+    p.add_argument("--sink", choices=["discard", *backends], default="discard")
+    p.add_argument(
+        "--postgres-url",
+        default=os.environ.get(POSTGRES_URL_VARIABLE),
+        help=f"a migrated database's URI, for postgres (default ${POSTGRES_URL_VARIABLE})",
+    )
     p.add_argument("--data-dir", default=".")
     p.add_argument("--endpoint", help="DynamoDB endpoint (DynamoDB Local) for dynamodb")
     p.add_argument("--ca-file", help="CA bundle trusting a wss:// simulator")

@@ -96,7 +96,8 @@ async def logging_postgres(log_dir: Path) -> AsyncIterator[tuple[LocalPostgres, 
         fresh_database(server, DATABASE) as url,
     ):
         await migrate_database(url)
-        assert server.process is not None and server.process.service is not None
+        assert server.process is not None
+        assert server.process.service is not None
         yield server, url, server.process.service.log_path
 
 
