@@ -209,6 +209,7 @@ async def capacity_postgres(args: argparse.Namespace, log_dir: Path) -> list[dic
     ):
         await migrate_database(url)
         extra = ["--store", "postgres", "--sink", "postgres"]
+        extra += ["--postgres-pool-size", str(args.postgres_pool_size)]
         env = {POSTGRES_URL_VARIABLE: url}
         run = await run_capacity(
             log_dir, name, args.postgres_steps, window_s=args.window, extra=extra, env=env
@@ -336,6 +337,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=lambda s: [int(x) for x in s.split(",")],
         default=[1000, 2500, 5000, 7500, 10000],
         help="capacity-postgres: connections held, PostgreSQL the store and the sink",
+    )
+    p.add_argument(
+        "--postgres-pool-size",
+        type=int,
+        default=10,
+        help="capacity-postgres: the worker's pool (WSFLEET_POSTGRES_POOL_SIZE, default 10)",
     )
     p.add_argument("--throughput-connections", type=int, default=1000, help="tls-throughput")
     p.add_argument("--window", type=float, default=20.0, help="seconds measured per step")

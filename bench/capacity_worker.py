@@ -90,7 +90,7 @@ async def open_ports(
         await create_tables(client, TableNames())
     pool: Any = None
     if "postgres" in (args.store, args.sink):  # one pool, as PostgresContainer opens it
-        pool = await open_pool(args.postgres_url, size=DEFAULT_POOL_SIZE)
+        pool = await open_pool(args.postgres_url, size=args.postgres_pool_size)
         stack.push_async_callback(pool.close)
     store: ConnectionStore
     if args.store == "postgres":
@@ -158,6 +158,17 @@ async def main(args: argparse.Namespace) -> None:
         )
         worker: Worker = core.worker(worker_id="capacity")
         router: EventRouter = core.router()
+        if args.store == "postgres":
+            # The STARTs over a pool of their own, as the API's process has: on the worker's
+            # pool, 500 STARTs/s queued its sink and store writes past the 10 s acquire timeout.
+            api_pool = await open_pool(args.postgres_url, size=DEFAULT_POOL_SIZE)
+            stack.push_async_callback(api_pool.close)
+            router = EventRouter(
+                store=postgres_store(api_pool),
+                queue=core.queue(),
+                clock=clock,
+                url_policy=core.url_policy(),
+            )
         tasks = [asyncio.create_task(worker.run()), asyncio.create_task(lag.run())]
         await asyncio.sleep(1.0)
         emit(
@@ -256,6 +267,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--postgres-url",
         default=os.environ.get(POSTGRES_URL_VARIABLE),
         help=f"a migrated database's URI, for postgres (default ${POSTGRES_URL_VARIABLE})",
+    )
+    p.add_argument(
+        "--postgres-pool-size",
+        type=int,
+        default=DEFAULT_POOL_SIZE,
+        help="the worker's pool (WSFLEET_POSTGRES_POOL_SIZE)",
     )
     p.add_argument("--data-dir", default=".")
     p.add_argument("--endpoint", help="DynamoDB endpoint (DynamoDB Local) for dynamodb")

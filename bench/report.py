@@ -217,6 +217,16 @@ def _postgres_store_rows(cost: dict[str, Any] | None) -> list[tuple[str, str, st
                 verdict,
             )
         )
+    queue = cost.get("idle_queue")
+    if queue:
+        out.append(
+            (
+                "PostgreSQL statements / worker-second, idle hint queue",
+                _fmt(queue["statements_per_second"]),
+                f"{queue['receives']} receives in {queue['window_s']:g} s",
+                "info",
+            )
+        )
     return out
 
 

@@ -6,7 +6,10 @@ queue, no sink: message writes are not in it):
 - every store operation once, with its statements, in store-cost's order;
 - one simulated worker-hour of the worker's periodic store calls (store-cost's
   `periodic_calls`, both cadences) while the worker's session owns each count of connections:
-  statements per worker-second at each, which must not grow with connections.
+  statements per worker-second at each, which must not grow with connections;
+- the hint queue beside it, idle (no hint sent), for QUEUE_WINDOW_S of real time: a worker's
+  long polls (`receive` with the worker's `poll_wait_s`), which LISTEN and also look every
+  second. The same on every worker whatever it holds.
 
 How statements are counted: the server logs every statement it executes (`log_statement=all`,
 each line prefixed with its database's name) and the suite counts the lines of its database
@@ -17,6 +20,7 @@ introspection, the pool's reset query on every release — not what the adapter 
 to ten seconds late; a wrapper around the client counts calls, not what the server ran.
 """
 
+import asyncio
 import re
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Sequence
@@ -26,16 +30,21 @@ from typing import Any
 
 import asyncpg
 
-from adapters.postgres.db import migrate_database
+from adapters.postgres.db import Pool, PostgresDatabase, migrate_database, open_pool
+from adapters.postgres.queue import PostgresNotificationQueue
 from adapters.postgres.rows import CONNECTION_COLUMNS, connection_to_row
 from adapters.postgres.schema import CONNECTIONS
 from adapters.postgres.store import PostgresConnectionStore
+from adapters.system.clock import SystemClock
 from application.config import WorkerConfig
+from application.errors import QueueUnavailable
 from bench.store_cost import T0, URL, per_operation, periodic_calls
 from domain import Connection, DesiredState
 from entrypoints.devstack.postgres import LocalPostgres, fresh_database, open_local_postgres
+from entrypoints.postgres import postgres_store
 
 STEADY_COUNTS = (10, 100, 1_000, 10_000)
+QUEUE_WINDOW_S = 30.0
 DATABASE = "storecost"
 LOGGING = {"log_statement": "all", "log_line_prefix": "db=%d "}
 # "LOG:  statement: BEGIN" (simple query), "LOG:  execute __asyncpg_stmt_3__: SELECT ..."
@@ -145,19 +154,51 @@ async def steady_worker_hour(
     }
 
 
+async def idle_queue(pool: Pool, url: str, log: StatementLog, window_s: float) -> dict[str, Any]:
+    """A worker's hint polls on an empty queue for `window_s` (real time): statements/s."""
+    config = WorkerConfig()
+    queue = PostgresNotificationQueue(
+        PostgresDatabase(pool, QueueUnavailable), SystemClock(), listen_url=url
+    )
+    try:
+        await queue.receive(10, 0.1)  # LISTEN set up before counting
+        log.mark()
+        loop = asyncio.get_running_loop()
+        end = loop.time() + window_s
+        receives = 0
+        while (left := end - loop.time()) > 0:
+            await queue.receive(10, min(config.poll_wait_s, left))
+            receives += 1
+        kinds = log.counted()
+    finally:
+        await queue.close()
+    return {
+        "window_s": window_s,
+        "receives": receives,
+        "statements": sum(kinds.values()),
+        "statements_per_second": round(sum(kinds.values()) / window_s, 3),
+        "statements_by_kind": dict(sorted(kinds.items())),
+    }
+
+
 async def run_store_cost_postgres(
     log_dir: Path, counts: Sequence[int] = STEADY_COUNTS
 ) -> dict[str, Any]:
     config = WorkerConfig()
     async with logging_postgres(log_dir) as (server, url, path):
         log = StatementLog(path, url.rsplit("/", 1)[1])
-        async with PostgresConnectionStore.open(url) as store:
+        pool = await open_pool(url)  # shared by store and queue, as a worker's is
+        try:
+            store = postgres_store(pool)
             operations = await per_operation(store, log.measure)
             steady = [
                 await steady_worker_hour(url, store, log, n, cadence)
                 for cadence in ("interval", "worker")
                 for n in counts
             ]
+            queue = await idle_queue(pool, url, log, QUEUE_WINDOW_S)
+        finally:
+            await pool.close()
     worker = {s["connections"]: s for s in steady if s["reconcile_cadence"] == "worker"}
     low, high = min(worker), max(worker)
     return {
@@ -172,6 +213,7 @@ async def run_store_cost_postgres(
         },
         "per_operation": operations,
         "steady_state": steady,
+        "idle_queue": queue,
         # The target: statements per worker-second at the most connections within 1.2x those
         # at the fewest (the worker's cadence).
         "growth": {
