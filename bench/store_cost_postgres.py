@@ -50,7 +50,7 @@ LOGGING = {"log_statement": "all", "log_line_prefix": "db=%d "}
 # "LOG:  statement: BEGIN" (simple query), "LOG:  execute __asyncpg_stmt_3__: SELECT ..."
 # (extended: one line per Execute; a Parse is not logged). A statement's later lines carry no
 # prefix and are not counted; a statement whose text starts on a new line is named by it.
-_LINE = re.compile(r"^db=(\S+) LOG:  (?:statement|execute [^:]*): (.*)$")
+_LINE = re.compile(r"^db=(\S+) LOG:  (?:statement|execute [^:]*): ?(.*)$")
 
 
 def kind(sql: str) -> str:
