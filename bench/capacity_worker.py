@@ -82,7 +82,8 @@ def emit(event: str, **fields: Any) -> None:
 
 async def open_ports(
     args: argparse.Namespace, stack: AsyncExitStack
-) -> tuple[ConnectionStore, TimingSink]:
+) -> tuple[ConnectionStore, TimingSink, Any]:
+    """The store, the sink, and the PostgreSQL pool they share (None on other backends)."""
     data = Path(args.data_dir)
     client: Any = None
     if "dynamodb" in (args.store, args.sink):
@@ -110,7 +111,33 @@ async def open_ports(
         inner = DynamoDbMessageSink(client)
     else:
         inner = DiscardSink()
-    return store, TimingSink(inner)
+    return store, TimingSink(inner), pool
+
+
+class PoolWait:
+    """How long taking a connection from the worker's PostgreSQL pool waits, sampled every half
+    second (what a heartbeat waits before its renewal can start)."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self.samples_ms: list[float] = []
+
+    async def run(self) -> None:
+        while True:
+            began = time.monotonic()
+            async with self._pool.acquire():
+                self.samples_ms.append((time.monotonic() - began) * 1000)
+            await asyncio.sleep(0.5)
+
+    def take(self) -> dict[str, float | None]:
+        samples, self.samples_ms = sorted(self.samples_ms), []
+        if not samples:
+            return {"p50_ms": None, "p99_ms": None, "max_ms": None}
+        return {
+            "p50_ms": round(samples[len(samples) // 2], 1),
+            "p99_ms": round(samples[min(len(samples) - 1, int(len(samples) * 0.99))], 1),
+            "max_ms": round(samples[-1], 1),
+        }
 
 
 async def wait_open(worker: Worker, target: int, timeout_s: float) -> tuple[int, float]:
@@ -144,7 +171,8 @@ async def main(args: argparse.Namespace) -> None:
     )
     lag = LoopLag()
     async with AsyncExitStack() as stack:
-        store, sink = await open_ports(args, stack)
+        store, sink, pool = await open_ports(args, stack)
+        pool_wait = PoolWait(pool) if pool is not None else None
         # The production wiring (entrypoints/containers.py) on the ports under measure.
         clock = SystemClock()
         core = CoreContainer(
@@ -170,6 +198,8 @@ async def main(args: argparse.Namespace) -> None:
                 url_policy=core.url_policy(),
             )
         tasks = [asyncio.create_task(worker.run()), asyncio.create_task(lag.run())]
+        if pool_wait is not None:
+            tasks.append(asyncio.create_task(pool_wait.run()))
         await asyncio.sleep(1.0)
         emit(
             "baseline",
@@ -180,6 +210,8 @@ async def main(args: argparse.Namespace) -> None:
         )
         started = 0
         for target in args.steps:
+            if pool_wait is not None:
+                pool_wait.take()
             paced = time.monotonic()
             # STARTs overlap as many users' would: one at a time, a store a few ms away caps
             # the ramp at a few hundred per second (DynamoDB Local under load: tens).
@@ -199,9 +231,12 @@ async def main(args: argparse.Namespace) -> None:
                 await asyncio.sleep(max(0.0, paced - time.monotonic()))
             await asyncio.gather(*in_flight)
             streaming, ramp_s = await wait_open(worker, target, args.ramp_timeout)
+            ramp_pool_wait = pool_wait.take() if pool_wait is not None else None
             await asyncio.sleep(args.settle)
             sink.reset()
             lag.take()
+            if pool_wait is not None:
+                pool_wait.take()
             cpu0, t0 = cpu_seconds(os.getpid()), time.monotonic()
             requests0 = store_requests(store)
             await asyncio.sleep(args.window)
@@ -226,6 +261,8 @@ async def main(args: argparse.Namespace) -> None:
                 latency_ms={q: sink.quantile_ms(q / 1000) for q in (500, 990, 999)},
                 max_latency_ms=sink.max_ms,
                 loop_lag=lag.take(),
+                pool_wait=pool_wait.take() if pool_wait is not None else None,
+                pool_wait_during_ramp=ramp_pool_wait,
                 store_requests=requests,
                 store_requests_per_s=round(requests / elapsed, 2),
                 warnings=dict(warnings.seen.most_common(8)),
@@ -236,8 +273,9 @@ async def main(args: argparse.Namespace) -> None:
                 break  # it broke here: no point in piling on more connections
         worker.request_shutdown()
         await asyncio.wait_for(tasks[0], 120)
-        tasks[1].cancel()
-        await asyncio.gather(tasks[1], return_exceptions=True)
+        for task in tasks[1:]:
+            task.cancel()
+        await asyncio.gather(*tasks[1:], return_exceptions=True)
     emit("done")
 
 
