@@ -15,6 +15,7 @@ from pathlib import Path
 import attrs
 
 from entrypoints.devstack.aws import LocalAws
+from entrypoints.devstack.postgres import LocalPostgres
 from tests.chaos import faults
 from tests.chaos.backends import new_backend
 from tests.chaos.harness import ChaosAbort, ChaosRun, Stats
@@ -108,11 +109,14 @@ async def execute(
     schedule: Schedule,
     aws: LocalAws | None = None,
     *,
+    postgres: LocalPostgres | None = None,
     balance: bool = True,
 ) -> Outcome:
-    """One run; `aws` is the session's local AWS (needed by the aws backend only). `balance`:
-    workers balance where the backend allows it (tests/chaos/backends.py, BALANCE_ON)."""
-    run = ChaosRun(new_backend(backend_name, aws), run_dir, rate=RATE, seed=seed, balance=balance)
+    """One run; `aws` is the session's local AWS (needed by the aws backend only), `postgres`
+    its PostgreSQL server (the postgres backend's). `balance`: workers balance where the
+    backend allows it (tests/chaos/backends.py, BALANCE_ON)."""
+    backend = new_backend(backend_name, aws, postgres)
+    run = ChaosRun(backend, run_dir, rate=RATE, seed=seed, balance=balance)
     verdict = Verdict()
     try:
         await run.open()
