@@ -90,12 +90,14 @@ async def open_ports(
         client = await stack.enter_async_context(aws_client("dynamodb", args.endpoint, pool=64))
         await create_tables(client, TableNames())
     pool: Any = None
-    if "postgres" in (args.store, args.sink):  # one pool, as PostgresContainer opens it
+    if "postgres" in (args.store, args.sink):  # the pools as PostgresContainer opens them
         pool = await open_pool(args.postgres_url, size=args.postgres_pool_size)
         stack.push_async_callback(pool.close)
     store: ConnectionStore
     if args.store == "postgres":
-        store = postgres_store(pool)
+        sessions = await open_pool(args.postgres_url, size=1)
+        stack.push_async_callback(sessions.close)
+        store = postgres_store(pool, sessions)
     elif args.store == "sqlite":
         store = await stack.enter_async_context(SqliteConnectionStore.open(data / "wsfleet.sqlite"))
     elif args.store == "dynamodb":

@@ -84,6 +84,22 @@ async def postgres_pool(settings: Settings) -> AsyncIterator[Pool]:
         await pool.close()
 
 
+async def session_pool(settings: Settings) -> AsyncIterator[Pool]:
+    """One connection for the worker session's own commands (PostgresConnectionStore says
+    why): a renewal never queues behind the process's takes and sink writes."""
+    with _naming_the_url():
+        pool = await open_pool(
+            postgres_url(settings),
+            size=1,
+            statement_cache_size=statement_cache_size(settings),
+            unavailable=StoreUnavailable,
+        )
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
 async def postgres_queue(
     pool: Pool, settings: Settings, clock: Clock
 ) -> AsyncIterator[PostgresNotificationQueue]:
@@ -100,8 +116,10 @@ async def postgres_queue(
         await queue.close()
 
 
-def postgres_store(pool: Pool) -> PostgresConnectionStore:
-    return PostgresConnectionStore(PostgresDatabase(pool, StoreUnavailable))
+def postgres_store(pool: Pool, sessions: "Pool | None" = None) -> PostgresConnectionStore:
+    """`sessions`: the session's own pool (`session_pool`); without it, `pool` serves all."""
+    lane = None if sessions is None else PostgresDatabase(sessions, StoreUnavailable)
+    return PostgresConnectionStore(PostgresDatabase(pool, StoreUnavailable), lane)
 
 
 def postgres_sink(pool: Pool) -> PostgresMessageSink:
@@ -116,7 +134,8 @@ class PostgresContainer(containers.DeclarativeContainer):
 
     clock = providers.Singleton(SystemClock)
     pool = providers.Resource(postgres_pool, settings)
-    store = providers.Singleton(postgres_store, pool)
+    sessions_pool = providers.Resource(session_pool, settings)
+    store = providers.Singleton(postgres_store, pool, sessions_pool)
     queue = providers.Resource(postgres_queue, pool, settings, clock)
     postgres_messages = providers.Singleton(postgres_sink, pool)
     sink, reader = sink_and_reader(settings, sinks={"postgres": postgres_messages})

@@ -38,10 +38,17 @@ T = TypeVar("T")
 class PostgresConnectionStore(SteppedStore):
     """Built on a PostgresDatabase over the process's pool (the composition root shares the
     pool with the queue and the sink), or opened alone: `async with
-    PostgresConnectionStore.open(url) as store:`."""
+    PostgresConnectionStore.open(url) as store:`.
 
-    def __init__(self, db: PostgresDatabase) -> None:
+    `sessions`: where the worker session's own commands (open, renew, end) run, if not on
+    `db`: a pool of their own, so that a renewal never waits for a connection behind a wave of
+    takes and sink writes. On one shared pool of 10, a worker taking thousands of connections
+    had its heartbeat wait up to 5.3 s for one, past its trust window, and fenced itself
+    (bench/RESULTS.md section 27)."""
+
+    def __init__(self, db: PostgresDatabase, sessions: PostgresDatabase | None = None) -> None:
         self._db = db
+        self._sessions = sessions or db
         self.operations: dict[str, int] = {}  # operation name -> round trips, for benches
 
     @classmethod
@@ -65,7 +72,8 @@ class PostgresConnectionStore(SteppedStore):
         """One transaction (run again whole on a key collision, a serialization failure or a
         deadlock: PostgresDatabase.write)."""
         self._count(type(command).__name__)
-        return await self._db.write(lambda c: run(steps.PostgresStep(c)))
+        db = self._sessions if isinstance(command, SessionCommand) else self._db
+        return await db.write(lambda c: run(steps.PostgresStep(c)))
 
     # -- queries -------------------------------------------------------------------------------
 

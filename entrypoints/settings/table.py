@@ -386,7 +386,8 @@ _POSTGRES = (
         Number(integer=True, minimum=1, maximum=1000),
         DEFAULT_POOL_SIZE,
         "Database connections each process keeps (one pool per process, shared by the store, "
-        "the hint queue and the sink), plus one for the queue's LISTEN; every statement is "
+        "the hint queue and the sink), plus one for the worker session's renewals and one for the "
+        "queue's LISTEN; every statement is "
         "short, so a few serve thousands of connections. The server's `max_connections` must "
         "cover every process's pool.",
         BOTH,
