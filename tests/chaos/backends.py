@@ -26,7 +26,7 @@ from application.router import EventRouter
 from entrypoints.devstack.aws import LocalAws
 from entrypoints.devstack.backends import LocalDeployment, open_aws, open_embedded
 from entrypoints.devstack.workers import worker_timings
-from entrypoints.embedded import MESSAGES_FILE, STATE_FILE
+from entrypoints.read_side.embedded import MESSAGES_FILE, STATE_FILE
 
 # The article's timings at 1/10: lease 2 s, heartbeat 0.5 s, desired-state check 1 s,
 # self-fence margin 0.6 s, shutdown budget 2 s.
