@@ -111,3 +111,25 @@ def test_messages_imports_no_container_worker_or_other_backend(
     assert failure in stderr  # it got as far as reading the backend
     assert f"entrypoints.read_side.{backend}" in modules
     assert heavy(modules, EVERY_BACKEND + others) == []
+
+
+# `status` and `history` print tables (rich) and tell a session id by the worker's separator
+# (application.worker.session_keeper), but load no worker, container or client either.
+TABLES = (
+    *(f for f in EVERY_BACKEND if f not in ("rich", "application.worker")),
+    "application.worker.worker",
+    "application.worker.loops",
+    *NOT_AWS,
+    *NOT_POSTGRES,
+)
+
+
+@pytest.mark.parametrize("args", [["status"], ["history", "feed"], ["history", "w1#1"]])
+def test_status_and_history_import_no_container_or_worker(args: list[str], tmp_path: Path) -> None:
+    (tmp_path / ".wsfleet").mkdir(mode=0o700)
+
+    code, modules, stderr = imported_by(args, {}, tmp_path)
+
+    assert code in (0, 1), stderr  # an empty fleet: nothing listed, or nothing of that id
+    assert "entrypoints.read_side.embedded" in modules
+    assert heavy(modules, TABLES) == []
