@@ -10,4 +10,5 @@ if TYPE_CHECKING:
 
 __all__ = ["CloudWatchMetrics"]
 
-__getattr__ = exports(__name__, {"CloudWatchMetrics": "metrics"})
+if not TYPE_CHECKING:  # mypy reads the imports above, and refuses any other name
+    __getattr__ = exports(__name__, {"CloudWatchMetrics": "metrics"})

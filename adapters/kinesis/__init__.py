@@ -19,13 +19,14 @@ __all__ = [
     "stored_of",
 ]
 
-__getattr__ = exports(
-    __name__,
-    {
-        "KinesisMessageReader": "message_reader",
-        "KinesisMessageSink": "message_sink",
-        "create_stream": "streams",
-        "record_of": "records",
-        "stored_of": "records",
-    },
-)
+if not TYPE_CHECKING:  # mypy reads the imports above, and refuses any other name
+    __getattr__ = exports(
+        __name__,
+        {
+            "KinesisMessageReader": "message_reader",
+            "KinesisMessageSink": "message_sink",
+            "create_stream": "streams",
+            "record_of": "records",
+            "stored_of": "records",
+        },
+    )

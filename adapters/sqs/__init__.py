@@ -11,4 +11,5 @@ if TYPE_CHECKING:
 
 __all__ = ["SqsNotificationQueue", "create_queue"]
 
-__getattr__ = exports(__name__, {"SqsNotificationQueue": "queue", "create_queue": "queues"})
+if not TYPE_CHECKING:  # mypy reads the imports above, and refuses any other name
+    __getattr__ = exports(__name__, {"SqsNotificationQueue": "queue", "create_queue": "queues"})

@@ -25,17 +25,18 @@ __all__ = [
     "with_resume",
 ]
 
-__getattr__ = exports(
-    __name__,
-    {
-        "DefaultUpstreamHook": "hooks",
-        "Send": "hooks",
-        "UpstreamHook": "hooks",
-        "WebSocketConnector": "connector",
-        "WebSocketOptions": "options",
-        "WebSocketStream": "connector",
-        "parse_json_message": "parsing",
-        "redact_url": "redact",
-        "with_resume": "parsing",
-    },
-)
+if not TYPE_CHECKING:  # mypy reads the imports above, and refuses any other name
+    __getattr__ = exports(
+        __name__,
+        {
+            "DefaultUpstreamHook": "hooks",
+            "Send": "hooks",
+            "UpstreamHook": "hooks",
+            "WebSocketConnector": "connector",
+            "WebSocketOptions": "options",
+            "WebSocketStream": "connector",
+            "parse_json_message": "parsing",
+            "redact_url": "redact",
+            "with_resume": "parsing",
+        },
+    )

@@ -12,7 +12,13 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_BODY_BYTES", "EventApi", "HttpRequest", "HttpResponse"]
 
-__getattr__ = exports(
-    __name__,
-    {"EventApi": "app", "MAX_BODY_BYTES": "http", "HttpRequest": "http", "HttpResponse": "http"},
-)
+if not TYPE_CHECKING:  # mypy reads the imports above, and refuses any other name
+    __getattr__ = exports(
+        __name__,
+        {
+            "EventApi": "app",
+            "MAX_BODY_BYTES": "http",
+            "HttpRequest": "http",
+            "HttpResponse": "http",
+        },
+    )
