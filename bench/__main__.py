@@ -271,7 +271,7 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
             print(render_kinesis_batches(results["kinesis_batch"]), flush=True)
         elif suite == "read-back":
             results["read_back"] = await run_read_back(
-                log_dir, 10_000 if args.quick else 100_000, 2 if args.quick else 5
+                log_dir, 10_000 if args.quick else 100_000, 2 if args.quick else 20
             )
             print(render_read_back(results["read_back"]), flush=True)
         save(out, results)  # after each suite: a later failure keeps what was measured

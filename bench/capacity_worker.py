@@ -30,7 +30,8 @@ from adapters.dynamodb.tables import create_tables
 from adapters.memory.metrics import InMemoryMetrics
 from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.store import InMemoryConnectionStore
-from adapters.postgres.db import DEFAULT_POOL_SIZE, open_pool
+from adapters.postgres.db import open_pool
+from adapters.postgres.defaults import DEFAULT_POOL_SIZE
 from adapters.postgres.store import PostgresConnectionStore
 from adapters.sqlite.message_sink import SqliteMessageSink
 from adapters.sqlite.store import SqliteConnectionStore
@@ -44,7 +45,7 @@ from bench.procs import cpu_seconds
 from bench.sinks import TARGET_MS, DiscardSink, TimingSink
 from entrypoints.containers import CoreContainer
 from entrypoints.devstack.aws import client as aws_client
-from entrypoints.postgres import postgres_sink, postgres_store
+from entrypoints.read_side.postgres import postgres_sink, postgres_store
 from entrypoints.settings import load_settings
 from entrypoints.settings.load import DYNAMODB_SINK_WRITERS
 from entrypoints.worker.gc_tuning import tune_gc

@@ -41,7 +41,7 @@ from application.errors import QueueUnavailable
 from bench.store_cost import T0, URL, per_operation, periodic_calls
 from domain import Connection, DesiredState
 from entrypoints.devstack.postgres import LocalPostgres, fresh_database, open_local_postgres
-from entrypoints.postgres import postgres_store
+from entrypoints.read_side.postgres import postgres_store
 
 STEADY_COUNTS = (10, 100, 1_000, 10_000)
 QUEUE_WINDOW_S = 30.0

@@ -19,7 +19,8 @@ import asyncpg
 
 from adapters.postgres import store_sql as sql
 from adapters.postgres import store_steps as steps
-from adapters.postgres.db import DEFAULT_POOL_SIZE, PostgresDatabase, open_pool
+from adapters.postgres.db import PostgresDatabase, open_pool
+from adapters.postgres.defaults import DEFAULT_POOL_SIZE
 from adapters.postgres.rows import (
     connection_from_row,
     event_from_row,

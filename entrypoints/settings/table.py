@@ -11,10 +11,13 @@ import attrs
 
 from adapters.cloudwatch.schema import DEFAULT_NAMESPACE
 from adapters.dynamodb import schema
-from adapters.postgres.db import DEFAULT_POOL_SIZE
+from adapters.postgres.defaults import DEFAULT_POOL_SIZE
 from adapters.sqs.schema import MAX_VISIBILITY_TIMEOUT_S
-from adapters.websocket import WebSocketOptions
-from adapters.websocket.tls_buffer import MAX_TLS_READ_BUFFER, MIN_TLS_READ_BUFFER
+from adapters.websocket.options import (
+    MAX_TLS_READ_BUFFER,
+    MIN_TLS_READ_BUFFER,
+    WebSocketOptions,
+)
 from application.config import WorkerConfig
 from entrypoints.backends import NAMES as BACKEND_NAMES
 from entrypoints.settings.kinds import (

@@ -33,7 +33,7 @@ from entrypoints.devstack.aws import LocalAws
 from entrypoints.devstack.backends import LocalDeployment, open_aws, open_embedded, open_postgres
 from entrypoints.devstack.postgres import LocalPostgres
 from entrypoints.devstack.workers import worker_timings
-from entrypoints.embedded import MESSAGES_FILE, STATE_FILE
+from entrypoints.read_side.embedded import MESSAGES_FILE, STATE_FILE
 from tests.chaos import sockets
 
 # The article's timings at 1/10: lease 2 s, heartbeat 0.5 s, desired-state check 1 s,
