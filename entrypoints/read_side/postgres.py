@@ -52,7 +52,7 @@ async def postgres_pool(settings: Settings, size: int | None = None) -> AsyncIte
         await pool.close()
 
 
-def postgres_store(pool: Pool, sessions: Pool | None = None) -> PostgresConnectionStore:
+def postgres_store(pool: Pool, sessions: "Pool | None" = None) -> PostgresConnectionStore:
     """`sessions`: a pool for the worker session's own commands (PostgresContainer opens one
     of a connection); without it, `pool` serves all."""
     lane = None if sessions is None else PostgresDatabase(sessions, StoreUnavailable)
