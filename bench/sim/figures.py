@@ -34,6 +34,9 @@ class Window:
     sent: int
     received: int
     fences: float
+    by_op: Counter[str]
+    op_calls: Counter[str]
+    op_s: dict[str, float]
     notes: list[str] = attrs.Factory(list)
     unowned: list[tuple[float, int]] = attrs.Factory(list)  # (s since t0, unowned)
     sampler: "asyncio.Task[None] | None" = None
@@ -54,6 +57,9 @@ class Window:
             sent=sim.queue.sent,
             received=sim.queue.received,
             fences=_fences(sim),
+            by_op=Counter(model.by_op),
+            op_calls=Counter(model.op_calls),
+            op_s=dict(model.op_s),
         )
         window.sampler = asyncio.create_task(window._sample(), name="sim-unowned-sampler")
         return window
@@ -98,6 +104,25 @@ def measure(sim: SimFleet, window: Window) -> dict[str, Any]:
         {"key": key, "units_per_s": round(units, 1), "share_of_limit": round(share, 3)}
         for key, units, share in model.hottest(3)
     ]
+    worker_s = max(1e-9, live * duration)
+    by_op = {
+        op: {
+            "requests_per_worker_s": round((n - window.by_op.get(op, 0)) / worker_s, 2),
+            "calls": model.op_calls[op] - window.op_calls.get(op, 0),
+            "mean_wait_s": round(
+                (model.op_s[op] - window.op_s.get(op, 0.0))
+                / max(1, model.op_calls[op] - window.op_calls.get(op, 0)),
+                4,
+            ),
+        }
+        for op, n in model.by_op.most_common()
+        if n > window.by_op.get(op, 0)
+    }
+    acquires = [
+        [round(s - t0), granted, refused]
+        for s, (granted, refused) in sorted(model.acquires.items())
+        if t0 <= s < t1
+    ]
     return {
         "notes": window.notes,
         "window_s": round(duration, 1),
@@ -127,6 +152,8 @@ def measure(sim: SimFleet, window: Window) -> dict[str, Any]:
         "hints_received": sim.queue.received - window.received,
         "sink_rewrites": sim.sink.rewrites,
         "unowned_series": window.unowned,
+        "by_operation": by_op,
+        "acquires_per_s": acquires,  # [s since the fault, granted, refused]
     }
 
 
