@@ -171,7 +171,8 @@ class DynamoDbModel:
         self.by_op: Counter[str] = Counter()
         self.op_calls: Counter[str] = Counter()
         self.op_s: defaultdict[str, float] = defaultdict(float)
-        # virtual second -> [acquisitions granted, refused at their reads]
+        # virtual second -> [acquisitions granted, refused at their reads]; refusals by why
+        self.acquire_refusals: Counter[str] = Counter()
         self.acquires: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])
         # virtual second -> [requests, RCU, WCU, RCU of sessions Scans]
         self.per_second: defaultdict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
@@ -309,12 +310,16 @@ class DynamoDbModel:
             reads.append(Request("GetItem", SESSIONS, command.session_id, rcu=1.0))
             if owner != NO_OWNER:
                 reads.append(Request("GetItem", SESSIONS, owner, rcu=1.0))
+        refused = "no change"
         try:
             granted = bool(decide(state, command, now_ms, inner._sessions))
-        except DomainError:
-            granted = False
+        except DomainError as exc:
+            granted, refused = False, type(exc).__name__
         if isinstance(command, Acquire):
             self.acquires[int(self.clock.monotonic())][0 if granted else 1] += 1
+            if not granted:
+                mine = owner == command.session_id
+                self.acquire_refusals["held by the asker" if mine else refused] += 1
         if not granted:
             return [reads]
         tx = "TransactWriteItems"

@@ -2,6 +2,7 @@
 store was asked for and how close its hottest key came to its limit."""
 
 import asyncio
+import math
 import statistics
 from collections import Counter
 from typing import Any
@@ -37,6 +38,7 @@ class Window:
     by_op: Counter[str]
     op_calls: Counter[str]
     op_s: dict[str, float]
+    refusals: Counter[str]
     notes: list[str] = attrs.Factory(list)
     unowned: list[tuple[float, int]] = attrs.Factory(list)  # (s since t0, unowned)
     sampler: "asyncio.Task[None] | None" = None
@@ -60,6 +62,7 @@ class Window:
             by_op=Counter(model.by_op),
             op_calls=Counter(model.op_calls),
             op_s=dict(model.op_s),
+            refusals=Counter(model.acquire_refusals),
         )
         window.sampler = asyncio.create_task(window._sample(), name="sim-unowned-sampler")
         return window
@@ -89,10 +92,12 @@ def measure(sim: SimFleet, window: Window) -> dict[str, Any]:
     gaps = sim.upstream.gaps[window.gap_index :]
     unowned_s = [opened - closed for _, closed, opened in gaps]
     last_back: dict[str, float] = {}
+    first_back: dict[str, float] = {}  # its first reopen: a later one is a move of its own
     moves: Counter[str] = Counter()
     for url, _, opened in gaps:
         moves[url] += 1
         last_back[url] = max(last_back.get(url, 0.0), opened - t0)
+        first_back[url] = min(first_back.get(url, math.inf), opened - t0)
     still_down = [url for url, since in sim.upstream.down_since.items() if since >= t0]
     seconds = [row for s, row in model.per_second.items() if t0 <= s < t1 - 1]
     requests = sum(model.requests.values()) - window.requests
@@ -128,6 +133,7 @@ def measure(sim: SimFleet, window: Window) -> dict[str, Any]:
         "window_s": round(duration, 1),
         "workers_live": live,
         "streaming_again_s": percentiles(list(last_back.values())),
+        "first_streaming_again_s": percentiles(list(first_back.values())),
         "unowned_gap_s": percentiles(unowned_s),
         "not_streaming_at_end": len(still_down),
         "connections_moved": len(moves),
@@ -153,6 +159,7 @@ def measure(sim: SimFleet, window: Window) -> dict[str, Any]:
         "sink_rewrites": sim.sink.rewrites,
         "unowned_series": window.unowned,
         "by_operation": by_op,
+        "acquire_refusals": dict(model.acquire_refusals - window.refusals),
         "acquires_per_s": acquires,  # [s since the fault, granted, refused]
     }
 
