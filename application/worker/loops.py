@@ -229,16 +229,6 @@ async def reconcile(
 
 NEVER = 2**63
 
-# What a dead worker's connections left by the first round of placement (parts that views
-# disagreed on, rounds cut short by lost takes) are taken by, for this many heartbeats after
-# the placement grace: a part of them, as within the grace, before anyone may take them by
-# capacity. Open to all at once, the first survivors to scan took up to their capacity of
-# them (the simulation's AZ loss at 300 workers: about 440 left after the first round, then
-# about 1,150 moves more as balancing handed the excess on, each a second move of an orphan
-# and the p99 "streaming again" at 17 s against 8 s for the first reopen). The price: a
-# survivor that cannot take its part delays it this much longer.
-LEFTOVER_PLACEMENT_BEATS = 2
-
 
 def _rebalance(ctx: WorkerContext, sessions: Sessions, keeper: SessionKeeper) -> None:
     """Above its share (domain/balance.py): hand the excess off, a bounded number per pass,
@@ -367,14 +357,10 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
     by_id = {o.connection_id: o for o in orphans}
     order = sessions.balance.take_order(list(by_id))
     ordered = ctx.rng.sample(orphans, len(orphans)) if order is None else [by_id[c] for c in order]
-    # Placed by share within the placement grace, and for LEFTOVER_PLACEMENT_BEATS after it:
-    # past the grace the part counts only what the scan found, so what the first round left
-    # is split again instead of going to whoever scans first by capacity.
-    leftover_ms = int(LEFTOVER_PLACEMENT_BEATS * ctx.config.heartbeat_interval_s * 1000)
     placed = [
         o.connection_id
         for o in orphans
-        if o.owner != NO_OWNER and sessions.balance.placing(o.owner, now_ms - leftover_ms)
+        if o.owner != NO_OWNER and sessions.balance.placing(o.owner, now_ms)
     ]
     candidates = [
         (o.connection_id, o.owner != NO_OWNER)
