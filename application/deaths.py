@@ -13,7 +13,9 @@ session; tests/integration/test_false_death.py), it only costs that worker its c
 Idempotent: a session already dead is not written again, and hints for connections that have
 new owners already are refused by the store's acquire (a hint is never a guarantee). Repeating
 a report re-sends the hints for whatever the dead sessions still own, so a retry after the
-queue failed still gets the hints out. Each hint is sent twice (SECOND_ROUND_S).
+queue failed still gets the hints out. Each hint is sent twice (application/hints.py,
+SECOND_ROUND_S: without it, bench/deaths.py saw a batch of hints stay invisible for 4 s,
+caught by the dead worker's abandoned long poll).
 """
 
 import logging
@@ -23,6 +25,7 @@ import attrs
 
 from application.aio import gather_all
 from application.errors import QueueUnavailable
+from application.hints import SECOND_ROUND_S
 from application.ports import Clock, ConnectionStore, NotificationQueue
 from application.worker.session_keeper import session_id_of, worker_of
 from application.worker_ids import made_from
@@ -31,13 +34,6 @@ from domain import InvalidCommand, WorkerSession, validate_session_id
 log = logging.getLogger(__name__)
 
 MAX_REASON = 200
-# The hints go out twice, this long apart. A worker killed during a long poll leaves that
-# receive open on a remote queue, and SQS (moto too) hands the first messages that arrive to
-# it: up to a batch of the dead worker's hints would stay invisible for a visibility timeout
-# (bench/deaths.py saw 4 s on the AWS adapters). The abandoned poll returns with its batch as
-# soon as the first round arrives, so the second round reaches the live workers; a duplicate
-# costs a receive and a refused acquire.
-SECOND_ROUND_S = 0.3
 
 _Match = Callable[[WorkerSession], bool]
 

@@ -8,11 +8,15 @@ balancing handoff 3.7 s late, each just after a SIGKILL. The abandoned poll retu
 first batch that arrives, so the copy, a second later, reaches a live worker.
 
 A copy rather than a second send after a wait: the sender (the API, a session handing back,
-a worker shutting down) does not wait for it. A copy is received marked `delayed`; a worker
+a worker shutting down) does not wait for it. A copy is received marked `copy`; a worker
 reads the connection before it acts on one (worker/loops.py, `_taken_already`), so a copy
 whose first round was taken costs a receive and a read, not a refused acquire.
-(application/deaths.py repeats its hints in-process, 0.3 s apart: it has a latency target of
-its own and nothing else to wait for.)
+
+A sender with a latency target of its own and nothing else to wait for sends a second round
+in-process, `SECOND_ROUND_S` after the first: a reported death (application/deaths.py) and a
+worker shutting down (its handoff's hints, application/worker/worker.py). The queue's copy comes
+a whole second later (SQS delays only in whole seconds; moto shows it to a waiting long poll up
+to a second later still), past the handoff's 1 s target.
 """
 
 import logging
@@ -24,6 +28,14 @@ from application.ports import NotificationQueue
 log = logging.getLogger(__name__)
 
 REPEAT_S = 1  # the copy's delay (the queue's own, in whole seconds)
+# The in-process second round, this long after the first. The abandoned poll returns with its
+# batch as soon as the first round arrives, so the second reaches the live workers. A worker
+# shutting down sends it as a copy (a receiver reads the released connection first: a receive
+# and a read when the first round was taken); a reported death's connections are still owned
+# by the dead session, so its second round is a first round again (a refused acquire). The AWS
+# fleet bench: a handoff 13 s after a SIGKILL had its first batch of hints caught by the dead
+# worker's poll and waited 1.2-1.5 s for the copy or a scan (handoff p99 1.53 s, target 1 s).
+SECOND_ROUND_S = 0.3
 
 
 async def send_hints(
@@ -33,6 +45,6 @@ async def send_hints(
     (`extra` names who sent it): the hints went out once."""
     await queue.send(connection_ids)
     try:
-        await queue.send(connection_ids, delay_s=REPEAT_S)
+        await queue.send(connection_ids, delay_s=REPEAT_S, copy=True)
     except QueueUnavailable as exc:
         log.info("%d hint(s) went out once, not twice: %s", len(connection_ids), exc, extra=extra)

@@ -11,14 +11,18 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+from adapters.postgres.db import migrate_database
 from bench import machine
 from bench.backends import Backend, open_backend
 from bench.balance import run_balance
 from bench.capacity import run_capacity, run_floor
+from bench.capacity_worker import POSTGRES_URL_VARIABLE
 from bench.cost import run_cost
 from bench.deaths import run_deaths
 from bench.fleet_scenario import run_fleet
 from bench.ingest import run_ingest
+from bench.kinesis_batches import render as render_kinesis_batches
+from bench.kinesis_batches import run_kinesis_batches
 from bench.limits import raise_open_files
 from bench.read_back import render as render_read_back
 from bench.read_back import run_read_back
@@ -26,8 +30,10 @@ from bench.report import table
 from bench.sink_writers import render as render_sinks
 from bench.sink_writers import run_sink_bench
 from bench.store_cost import run_store_cost
+from bench.store_cost_postgres import run_store_cost_postgres
 from bench.upstream import SimulatorProcess, simulator
 from entrypoints.devstack.aws import open_local_aws
+from entrypoints.devstack.postgres import fresh_database, open_local_postgres
 from entrypoints.devstack.process import ProcessError
 
 SUITES = (
@@ -35,14 +41,17 @@ SUITES = (
     "deaths",
     "balance",
     "store-cost",
+    "store-cost-postgres",
     "cost",
     "capacity",
     "capacity-aws",
+    "capacity-postgres",
     "tls",
     "tls-throughput",
     "floor",
     "ingest",
     "sink",
+    "kinesis-batch",
     "read-back",
 )
 log = logging.getLogger("bench")
@@ -192,6 +201,26 @@ async def capacity_aws(args: argparse.Namespace, log_dir: Path) -> list[dict[str
     return runs
 
 
+async def capacity_postgres(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
+    """One worker with PostgreSQL (the dev stack's throwaway server) as its store and its sink,
+    on one pool as a postgres worker has; hints in memory, as in the other capacity runs. The
+    store's round trips per second at each step beside the ramp."""
+    name = "capacity-postgres"
+    async with (
+        open_local_postgres(log_dir / name) as server,
+        fresh_database(server, "capacity") as url,
+    ):
+        await migrate_database(url)
+        extra = ["--store", "postgres", "--sink", "postgres"]
+        extra += ["--postgres-pool-size", str(args.postgres_pool_size)]
+        env = {POSTGRES_URL_VARIABLE: url}
+        run = await run_capacity(
+            log_dir, name, args.postgres_steps, window_s=args.window, extra=extra, env=env
+        )
+    # Issue 28's target: 5,000 connections at 1 msg/s, every message stored within 2 s.
+    return [{**run, "engine": f"PostgreSQL {server.version}", "connections_target": 5_000}]
+
+
 def save(out: Path, results: dict[str, Any]) -> None:
     (out / "results.json").write_text(json.dumps(results, indent=1))
 
@@ -211,10 +240,16 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
             results["cost"] = await run_cost(log_dir, window_s=args.cost_window)
         elif suite == "store-cost":
             results["store_cost"] = await run_store_cost(log_dir, args.store_cost_counts)
+        elif suite == "store-cost-postgres":
+            results["store_cost_postgres"] = await run_store_cost_postgres(
+                log_dir, args.postgres_store_cost_counts
+            )
         elif suite == "capacity":
             results.setdefault("capacity", []).extend(await capacity(args, log_dir, tls=False))
         elif suite == "capacity-aws":
             results.setdefault("capacity", []).extend(await capacity_aws(args, log_dir))
+        elif suite == "capacity-postgres":
+            results.setdefault("capacity", []).extend(await capacity_postgres(args, log_dir))
         elif suite == "tls":
             results.setdefault("capacity", []).extend(await capacity(args, log_dir, tls=True))
         elif suite == "tls-throughput":
@@ -231,9 +266,12 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
         elif suite == "sink":
             results["sink"] = await run_sink_bench(log_dir, 2_000 if args.quick else 10_000)
             print(render_sinks(results["sink"]), flush=True)
+        elif suite == "kinesis-batch":
+            results["kinesis_batch"] = await run_kinesis_batches(log_dir, 1 if args.quick else 3)
+            print(render_kinesis_batches(results["kinesis_batch"]), flush=True)
         elif suite == "read-back":
             results["read_back"] = await run_read_back(
-                log_dir, 10_000 if args.quick else 100_000, 2 if args.quick else 5
+                log_dir, 10_000 if args.quick else 100_000, 2 if args.quick else 20
             )
             print(render_read_back(results["read_back"]), flush=True)
         save(out, results)  # after each suite: a later failure keeps what was measured
@@ -274,8 +312,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--connections", type=int, default=36)
     p.add_argument(
-        "--balance-connections", type=int, default=300, help="balance: held by the first 3"
+        "--balance-connections", type=int, default=300, help="balance: held by the first ones"
     )
+    p.add_argument("--balance-workers", type=int, default=3, help="balance: holding at first")
+    p.add_argument("--balance-joining", type=int, default=3, help="balance: joining at once")
     p.add_argument(
         "--balance-rate", type=float, default=2.0, help="balance: messages/s per connection"
     )
@@ -301,6 +341,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[50, 100, 200, 400, 800],
         help="capacity-aws: the same with DynamoDB Local as the sink too (1 message/s each)",
     )
+    p.add_argument(
+        "--postgres-steps",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[1000, 2500, 5000, 7500, 10000],
+        help="capacity-postgres: connections held, PostgreSQL the store and the sink",
+    )
+    p.add_argument(
+        "--postgres-pool-size",
+        type=int,
+        default=10,
+        help="capacity-postgres: the worker's pool (WSFLEET_POSTGRES_POOL_SIZE, default 10)",
+    )
     p.add_argument("--throughput-connections", type=int, default=1000, help="tls-throughput")
     p.add_argument("--window", type=float, default=20.0, help="seconds measured per step")
     p.add_argument("--cost-window", type=float, default=120.0)
@@ -309,6 +361,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=lambda s: [int(x) for x in s.split(",")],
         default=[10, 100, 10_000],
         help="connections owned by the worker's session in the store-cost steady state",
+    )
+    p.add_argument(
+        "--fleet-timings",
+        type=float,
+        default=1.0,
+        help="fleet: the workers' timings as a part of the defaults (0.5: lease 2 s)",
+    )
+    p.add_argument(
+        "--postgres-store-cost-counts",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[10, 100, 1_000, 10_000],
+        help="store-cost-postgres: connections owned by the worker's session",
     )
     p.add_argument("--kills", type=int, default=8, help="deaths: supervised SIGKILLs")
     p.add_argument("--false-reports", type=int, default=3, help="deaths: false death reports")
@@ -319,16 +383,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.rounds, args.connections, args.steps, args.window = 1, 6, [20], 2.0
         args.aws_steps = [20]
+        args.postgres_steps = [20]
         args.store_cost_counts = [10]
+        args.postgres_store_cost_counts = [10, 100]
         args.kills, args.false_reports = 2, 1
-    args.fleet = {"connections": args.connections, "rounds": args.rounds}
+    args.fleet = {
+        "connections": args.connections,
+        "rounds": args.rounds,
+        "timings": args.fleet_timings,
+    }
     args.deaths = {
         "connections": min(args.connections, 30),
         "kills": args.kills,
         "false_reports": args.false_reports,
         "lease_ms": args.deaths_lease_ms,
     }
-    args.balance = {"connections": 12 if args.quick else args.balance_connections}
+    args.balance = {
+        "connections": 12 if args.quick else args.balance_connections,
+        "workers": args.balance_workers,
+        "joining": args.balance_joining,
+    }
     if args.quick:
         args.balance["quiet_s"] = 5.0
     return args

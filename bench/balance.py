@@ -41,6 +41,16 @@ def moves_between(streams: dict[str, Any], ids: list[str], since_ms: int, until_
     )
 
 
+def moved_twice(streams: dict[str, Any], ids: list[str], since_ms: int, until_ms: int) -> int:
+    """Connections subscribed to more than once in [since_ms, until_ms): moved twice."""
+    return sum(
+        1
+        for c in ids
+        if c in streams
+        and sum(1 for at in records.connects_since(streams[c], since_ms) if at < until_ms) > 1
+    )
+
+
 def gaps_s(streams: dict[str, Any], ids: list[str], since_ms: int) -> list[float]:
     """Per handoff: the previous subscriber's disconnect to the next one's connect."""
     out = []
@@ -54,6 +64,20 @@ def gaps_s(streams: dict[str, Any], ids: list[str], since_ms: int) -> list[float
             if moved and before["disconnected_at_ms"] is not None:
                 out.append((after["connected_at_ms"] - before["disconnected_at_ms"]) / 1000)
     return out
+
+
+async def balanced(run: FleetRun, connections: int) -> None:
+    """Until the fleet's workers are within band of the mean, and no connection moved for a
+    couple of heartbeats (or CONVERGE_WAIT_S passed)."""
+    deadline = asyncio.get_running_loop().time() + CONVERGE_WAIT_S
+    while asyncio.get_running_loop().time() < deadline:
+        held = [len(await w.held()) for w in run.workers]
+        if within_band(held, connections):
+            await asyncio.sleep(2.0)
+            if held == [len(await w.held()) for w in run.workers]:
+                return
+        await asyncio.sleep(0.25)
+    log.warning("the first workers did not balance within %ss", CONVERGE_WAIT_S)
 
 
 async def run_balance(
@@ -75,6 +99,9 @@ async def run_balance(
         run.ids = [f"{backend.name}-b{i:03d}" for i in range(connections)]
         await run.start_connections(run.ids, spacing_s=0.01)
         await run.settled()
+        # The first workers balance the burst of STARTs among themselves first: moves of that
+        # burst counted as the join's would read as the join moving connections twice.
+        await balanced(run, connections)
         before = {w.name: len(await w.held()) for w in run.workers}
         launched_ms = wall_ms()
         await asyncio.gather(*(run.add_worker() for _ in range(joining)))
@@ -117,6 +144,9 @@ async def run_balance(
         "converged_s": converged_s,
         "handoffs": moves_between(streams, run.ids, launched_ms, stopped_ms),
         "handoffs_after_converged": moves_between(streams, run.ids, converged_ms, stopped_ms),
+        # What the newcomers' even share is: the fewest moves that balance the join.
+        "newcomers_share": connections * joining // (workers + joining),
+        "moved_twice": moved_twice(streams, run.ids, launched_ms, stopped_ms),
         "quiet_s": quiet_s,
         "gap_s": summary(gaps_s(streams, run.ids, launched_ms)),
         "peak_subscribers": max(

@@ -52,8 +52,10 @@ async def run_capacity(
     extra: list[str] | None = None,
     tls: tuple[Path, Path, Path] | None = None,
     timeout_s: float = 1200.0,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """`tls`: (ca, cert, key) to serve wss:// and trust it. Returns the judged steps."""
+    """`tls`: (ca, cert, key) to serve wss:// and trust it; `env`: more of the worker's
+    environment. Returns the judged steps."""
     context = ssl.create_default_context(cafile=str(tls[0])) if tls else None
     sim = simulator(
         log_dir,
@@ -68,7 +70,7 @@ async def run_capacity(
     args += ["--window", str(window_s), "--data-dir", str(log_dir), "--prefix", label]
     args += ["--ca-file", str(tls[0])] if tls else []
     worker = Process.python(
-        label, "bench.capacity_worker", args + (extra or []), log_dir, child_env({})
+        label, "bench.capacity_worker", args + (extra or []), log_dir, child_env(env)
     )
     try:
         await worker.start()

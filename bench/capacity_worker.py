@@ -2,8 +2,9 @@
 
 It is the real `Worker` (sessions, lease keeper, ingest buffer, the loops) with the real
 WebSocket connector, composed here with a store, queue and sink local to the process — the
-in-memory store and queue, or SQLite; a sink that discards, SQLite, or DynamoDB on a local
-endpoint — each wrapped in `TimingSink`. The same process issues the STARTs through the event
+in-memory store and queue, SQLite, DynamoDB on a local endpoint or PostgreSQL at a URL (store
+and sink on one pool, as a postgres worker has); a sink that discards or one of those — each
+wrapped in `TimingSink`. The same process issues the STARTs through the event
 router, ramps to each step, and prints one JSON line per measured step on stdout: RSS, CPU,
 open files, event-loop lag, messages stored and their store latency.
 """
@@ -29,6 +30,9 @@ from adapters.dynamodb.tables import create_tables
 from adapters.memory.metrics import InMemoryMetrics
 from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.store import InMemoryConnectionStore
+from adapters.postgres.db import open_pool
+from adapters.postgres.defaults import DEFAULT_POOL_SIZE
+from adapters.postgres.store import PostgresConnectionStore
 from adapters.sqlite.message_sink import SqliteMessageSink
 from adapters.sqlite.store import SqliteConnectionStore
 from adapters.system.clock import SystemClock
@@ -41,6 +45,7 @@ from bench.procs import cpu_seconds
 from bench.sinks import TARGET_MS, DiscardSink, TimingSink
 from entrypoints.containers import CoreContainer
 from entrypoints.devstack.aws import client as aws_client
+from entrypoints.read_side.postgres import postgres_sink, postgres_store
 from entrypoints.settings import load_settings
 from entrypoints.settings.load import DYNAMODB_SINK_WRITERS
 from entrypoints.worker.gc_tuning import tune_gc
@@ -58,11 +63,18 @@ class WarningCounter(logging.Handler):
 
 
 START_CONCURRENCY = 32
+# The database's URI (a password in it) comes in the environment, not on the command line.
+POSTGRES_URL_VARIABLE = "BENCH_POSTGRES_URL"
 
 
 def store_requests(store: ConnectionStore) -> int:
-    """DynamoDB requests the store has made (0 for the local stores, which count none)."""
-    return sum(store.requests.values()) if isinstance(store, DynamoDbConnectionStore) else 0
+    """Requests the store has made: DynamoDB's, PostgreSQL's round trips (its operations, each
+    one transaction or read); 0 for the local stores, which count none."""
+    if isinstance(store, DynamoDbConnectionStore):
+        return sum(store.requests.values())
+    if isinstance(store, PostgresConnectionStore):
+        return sum(store.operations.values())
+    return 0
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -71,27 +83,64 @@ def emit(event: str, **fields: Any) -> None:
 
 async def open_ports(
     args: argparse.Namespace, stack: AsyncExitStack
-) -> tuple[ConnectionStore, TimingSink]:
+) -> tuple[ConnectionStore, TimingSink, Any]:
+    """The store, the sink, and the PostgreSQL pool they share (None on other backends)."""
     data = Path(args.data_dir)
     client: Any = None
     if "dynamodb" in (args.store, args.sink):
         client = await stack.enter_async_context(aws_client("dynamodb", args.endpoint, pool=64))
         await create_tables(client, TableNames())
+    pool: Any = None
+    if "postgres" in (args.store, args.sink):  # the pools as PostgresContainer opens them
+        pool = await open_pool(args.postgres_url, size=args.postgres_pool_size)
+        stack.push_async_callback(pool.close)
     store: ConnectionStore
-    if args.store == "sqlite":
+    if args.store == "postgres":
+        sessions = await open_pool(args.postgres_url, size=1)
+        stack.push_async_callback(sessions.close)
+        store = postgres_store(pool, sessions)
+    elif args.store == "sqlite":
         store = await stack.enter_async_context(SqliteConnectionStore.open(data / "wsfleet.sqlite"))
     elif args.store == "dynamodb":
         store = DynamoDbConnectionStore(client)
     else:
         store = InMemoryConnectionStore()
     inner: MessageSink
-    if args.sink == "sqlite":
+    if args.sink == "postgres":
+        inner = postgres_sink(pool)
+    elif args.sink == "sqlite":
         inner = await stack.enter_async_context(SqliteMessageSink.open(data / "messages.sqlite"))
     elif args.sink == "dynamodb":
         inner = DynamoDbMessageSink(client)
     else:
         inner = DiscardSink()
-    return store, TimingSink(inner)
+    return store, TimingSink(inner), pool
+
+
+class PoolWait:
+    """How long taking a connection from the worker's PostgreSQL pool waits, sampled every half
+    second (what a heartbeat waits before its renewal can start)."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self.samples_ms: list[float] = []
+
+    async def run(self) -> None:
+        while True:
+            began = time.monotonic()
+            async with self._pool.acquire():
+                self.samples_ms.append((time.monotonic() - began) * 1000)
+            await asyncio.sleep(0.5)
+
+    def take(self) -> dict[str, float | None]:
+        samples, self.samples_ms = sorted(self.samples_ms), []
+        if not samples:
+            return {"p50_ms": None, "p99_ms": None, "max_ms": None}
+        return {
+            "p50_ms": round(samples[len(samples) // 2], 1),
+            "p99_ms": round(samples[min(len(samples) - 1, int(len(samples) * 0.99))], 1),
+            "max_ms": round(samples[-1], 1),
+        }
 
 
 async def wait_open(worker: Worker, target: int, timeout_s: float) -> tuple[int, float]:
@@ -125,7 +174,8 @@ async def main(args: argparse.Namespace) -> None:
     )
     lag = LoopLag()
     async with AsyncExitStack() as stack:
-        store, sink = await open_ports(args, stack)
+        store, sink, pool = await open_ports(args, stack)
+        pool_wait = PoolWait(pool) if pool is not None else None
         # The production wiring (entrypoints/containers.py) on the ports under measure.
         clock = SystemClock()
         core = CoreContainer(
@@ -139,7 +189,20 @@ async def main(args: argparse.Namespace) -> None:
         )
         worker: Worker = core.worker(worker_id="capacity")
         router: EventRouter = core.router()
+        if args.store == "postgres":
+            # The STARTs over a pool of their own, as the API's process has: on the worker's
+            # pool, 500 STARTs/s queued its sink and store writes past the 10 s acquire timeout.
+            api_pool = await open_pool(args.postgres_url, size=DEFAULT_POOL_SIZE)
+            stack.push_async_callback(api_pool.close)
+            router = EventRouter(
+                store=postgres_store(api_pool),
+                queue=core.queue(),
+                clock=clock,
+                url_policy=core.url_policy(),
+            )
         tasks = [asyncio.create_task(worker.run()), asyncio.create_task(lag.run())]
+        if pool_wait is not None:
+            tasks.append(asyncio.create_task(pool_wait.run()))
         await asyncio.sleep(1.0)
         emit(
             "baseline",
@@ -150,6 +213,8 @@ async def main(args: argparse.Namespace) -> None:
         )
         started = 0
         for target in args.steps:
+            if pool_wait is not None:
+                pool_wait.take()
             paced = time.monotonic()
             # STARTs overlap as many users' would: one at a time, a store a few ms away caps
             # the ramp at a few hundred per second (DynamoDB Local under load: tens).
@@ -169,9 +234,12 @@ async def main(args: argparse.Namespace) -> None:
                 await asyncio.sleep(max(0.0, paced - time.monotonic()))
             await asyncio.gather(*in_flight)
             streaming, ramp_s = await wait_open(worker, target, args.ramp_timeout)
+            ramp_pool_wait = pool_wait.take() if pool_wait is not None else None
             await asyncio.sleep(args.settle)
             sink.reset()
             lag.take()
+            if pool_wait is not None:
+                pool_wait.take()
             cpu0, t0 = cpu_seconds(os.getpid()), time.monotonic()
             requests0 = store_requests(store)
             await asyncio.sleep(args.window)
@@ -196,6 +264,8 @@ async def main(args: argparse.Namespace) -> None:
                 latency_ms={q: sink.quantile_ms(q / 1000) for q in (500, 990, 999)},
                 max_latency_ms=sink.max_ms,
                 loop_lag=lag.take(),
+                pool_wait=pool_wait.take() if pool_wait is not None else None,
+                pool_wait_during_ramp=ramp_pool_wait,
                 store_requests=requests,
                 store_requests_per_s=round(requests / elapsed, 2),
                 warnings=dict(warnings.seen.most_common(8)),
@@ -206,8 +276,9 @@ async def main(args: argparse.Namespace) -> None:
                 break  # it broke here: no point in piling on more connections
         worker.request_shutdown()
         await asyncio.wait_for(tasks[0], 120)
-        tasks[1].cancel()
-        await asyncio.gather(tasks[1], return_exceptions=True)
+        for task in tasks[1:]:
+            task.cancel()
+        await asyncio.gather(*tasks[1:], return_exceptions=True)
     emit("done")
 
 
@@ -230,8 +301,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--window", type=float, default=20.0, help="seconds measured per step")
     p.add_argument("--settle", type=float, default=5.0)
     p.add_argument("--ramp-timeout", type=float, default=180.0)
-    p.add_argument("--store", choices=["memory", "sqlite", "dynamodb"], default="memory")
-    p.add_argument("--sink", choices=["discard", "sqlite", "dynamodb"], default="discard")
+    backends = ["sqlite", "dynamodb", "postgres"]
+    p.add_argument("--store", choices=["memory", *backends], default="memory")
+    p.add_argument("--sink", choices=["discard", *backends], default="discard")
+    p.add_argument(
+        "--postgres-url",
+        default=os.environ.get(POSTGRES_URL_VARIABLE),
+        help=f"a migrated database's URI, for postgres (default ${POSTGRES_URL_VARIABLE})",
+    )
+    p.add_argument(
+        "--postgres-pool-size",
+        type=int,
+        default=DEFAULT_POOL_SIZE,
+        help="the worker's pool (WSFLEET_POSTGRES_POOL_SIZE)",
+    )
     p.add_argument("--data-dir", default=".")
     p.add_argument("--endpoint", help="DynamoDB endpoint (DynamoDB Local) for dynamodb")
     p.add_argument("--ca-file", help="CA bundle trusting a wss:// simulator")

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from application.config import WorkerConfig
 from bench.backends import Backend
+from bench.timings import BENCH_CONFIG
 from bench.workers import bench_worker
 from entrypoints.devstack import records
 from entrypoints.devstack.records import wall_ms
@@ -30,9 +32,15 @@ SETTLE_S = 5.0  # after a crash's takeover, before its replacement starts
 
 class FleetRun:
     def __init__(
-        self, backend: Backend, sim: SimulatorProcess, log_dir: Path, rng: random.Random
+        self,
+        backend: Backend,
+        sim: SimulatorProcess,
+        log_dir: Path,
+        rng: random.Random,
+        config: WorkerConfig = BENCH_CONFIG,
     ) -> None:
         self.backend = backend
+        self.config = config
         self.sim = sim
         self.log_dir = log_dir
         self.rng = rng
@@ -52,7 +60,8 @@ class FleetRun:
 
     async def add_worker(self) -> WorkerProcess:
         self._seq += 1
-        worker = bench_worker(f"{self.backend.name}-w{self._seq}", self.backend, self.log_dir, 100)
+        name = f"{self.backend.name}-w{self._seq}"
+        worker = bench_worker(name, self.backend, self.log_dir, 100, self.config)
         await worker.start()
         await worker.wait_healthy()
         self.workers.append(worker)

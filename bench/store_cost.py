@@ -14,8 +14,9 @@ bench/units.py on DynamoDB Local, with nothing but the store (no worker, no queu
 Time is simulated (`now_ms` steps through the hour), so an hour takes seconds.
 """
 
+import functools
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from adapters.dynamodb.items import connection_to_item
 from adapters.dynamodb.schema import TableNames
 from adapters.dynamodb.tables import create_tables
 from application.config import WorkerConfig
+from application.ports import ConnectionStore
 from bench.units import Meter, MeteringClient
 from domain import Connection, DesiredState
 from entrypoints.devstack.aws import LocalAws, open_local_aws
@@ -60,17 +62,21 @@ async def _measure(meter: Meter, call: Awaitable[Any]) -> dict[str, Any]:
     }
 
 
-async def _orphans(store: DynamoDbConnectionStore, now_ms: int) -> int:
+async def _orphans(store: ConnectionStore, now_ms: int) -> int:
     return sum([len(page) async for page in store.iter_orphans(now_ms, 100)])
 
 
-async def per_operation(store: DynamoDbConnectionStore, meter: Meter) -> dict[str, Any]:
-    """Each store operation once, in an order that makes each the case named."""
+Measure = Callable[[Awaitable[Any]], Awaitable[dict[str, Any]]]
+
+
+async def per_operation(store: ConnectionStore, measure: Measure) -> dict[str, Any]:
+    """Each store operation once, in an order that makes each the case named; `measure(call)`
+    awaits the call and says what it cost."""
     lease = WorkerConfig().lease_ms
     ops: dict[str, Any] = {}
 
     async def m(name: str, call: Awaitable[Any]) -> None:
-        ops[name] = await _measure(meter, call)
+        ops[name] = await measure(call)
 
     await m("open_session", store.open_session("s1", lease, 100, T0))
     await store.open_session("s2", 100 * lease, 100, T0)
@@ -143,6 +149,29 @@ async def steady_worker_hour(
     session = f"steady-{cadence}-{connections}"
     await store.open_session(session, config.lease_ms, connections, T0)
     await _own(client, session, connections)
+    meter.clear()
+    calls = await periodic_calls(store, session, connections, cadence)
+    return {
+        "connections": connections,
+        "reconcile_cadence": cadence,
+        "calls_per_worker_hour": dict(calls),
+        "requests_per_worker_hour": dict(sorted(meter.requests.items())),
+        "wru_per_worker_hour": round(meter.total_wcu, 1),
+        "rru_per_worker_hour": round(meter.total_rcu, 1),
+        "wru_per_connection_hour": round(meter.total_wcu / connections, 4),
+        "rru_per_connection_hour": round(meter.total_rcu / connections, 4),
+        "wru_by_target": {k: round(v, 1) for k, v in sorted(meter.wcu.items())},
+        "rru_by_target": {k: round(v, 1) for k, v in sorted(meter.rcu.items())},
+    }
+
+
+async def periodic_calls(
+    store: ConnectionStore, session: str, connections: int, cadence: str
+) -> Counter[str]:
+    """One simulated worker-hour of a worker's periodic store calls at the default intervals
+    (see steady_worker_hour for `cadence`), its session `session` (opened at T0) owning
+    `connections`: the calls made, by activity. Any store: the postgres suite runs it too."""
+    config = WorkerConfig()
     jitter_ms = int(config.reconcile_jitter_s * 1000 / 2)
     interval_ms = {
         "renew_session": int(config.heartbeat_interval_s * 1000),
@@ -154,7 +183,6 @@ async def steady_worker_hour(
     due["full_scan"] = T0 + 1
     if cadence == "worker":
         due["watch"] = T0 + 1 + interval_ms["watch"]
-    meter.clear()
     calls: Counter[str] = Counter()
     end = T0 + 3_600_000
     while (now := min(due.values())) < end:
@@ -175,18 +203,7 @@ async def steady_worker_hour(
             await _orphans(store, now)
             await store.next_available_at(now)
         due[activity] = now + interval_ms[activity]
-    return {
-        "connections": connections,
-        "reconcile_cadence": cadence,
-        "calls_per_worker_hour": dict(calls),
-        "requests_per_worker_hour": dict(sorted(meter.requests.items())),
-        "wru_per_worker_hour": round(meter.total_wcu, 1),
-        "rru_per_worker_hour": round(meter.total_rcu, 1),
-        "wru_per_connection_hour": round(meter.total_wcu / connections, 4),
-        "rru_per_connection_hour": round(meter.total_rcu / connections, 4),
-        "wru_by_target": {k: round(v, 1) for k, v in sorted(meter.wcu.items())},
-        "rru_by_target": {k: round(v, 1) for k, v in sorted(meter.rcu.items())},
-    }
+    return calls
 
 
 async def run_store_cost(log_dir: Path, counts: Sequence[int] = STEADY_COUNTS) -> dict[str, Any]:
@@ -195,7 +212,7 @@ async def run_store_cost(log_dir: Path, counts: Sequence[int] = STEADY_COUNTS) -
         meter = Meter()
         metered: Any = MeteringClient(client, meter)
         store = DynamoDbConnectionStore(metered)
-        operations = await per_operation(store, meter)
+        operations = await per_operation(store, functools.partial(_measure, meter))
         steady = [
             await steady_worker_hour(client, store, meter, n, cadence)
             for cadence in ("interval", "worker")

@@ -3,14 +3,21 @@ with the backend's command and the bench timings."""
 
 from pathlib import Path
 
+from application.config import WorkerConfig
 from bench.backends import Backend
 from bench.timings import BENCH_CONFIG, worker_env
 from entrypoints.devstack.workers import WorkerProcess
 
 
-def bench_worker(name: str, backend: Backend, log_dir: Path, max_connections: int) -> WorkerProcess:
+def bench_worker(
+    name: str,
+    backend: Backend,
+    log_dir: Path,
+    max_connections: int,
+    config: WorkerConfig = BENCH_CONFIG,
+) -> WorkerProcess:
     env = {
-        **worker_env(BENCH_CONFIG),
+        **worker_env(config),
         **backend.env,
         "WSFLEET_MAX_CONNECTIONS": str(max_connections),
         "WSFLEET_ALLOW_PRIVATE_UPSTREAMS": "true",

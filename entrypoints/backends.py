@@ -4,10 +4,12 @@ entrypoints/settings its own settings and its built-in sinks (`SINKS_OF_BACKEND`
 checks that every entry has them).
 
 Light on purpose: the CLI's `--help` and the settings table read the names, so the heavy parts
-(containers, requirement checks, the dev stack's deployment) are named as `module:attribute`
-and imported only when used, as the CLI's command handlers are.
+(containers, read sides, requirement checks, the dev stack's deployment) are named as
+`module:attribute` and imported only when used, as the CLI's command handlers are.
 
 - `container`: the composition root, called as `Container(settings=settings)`;
+- `read_side`: `(settings) -> async context manager of a ReadSide` (entrypoints/read_side/):
+  the store and the message reader, without the container, for the read-only commands;
 - `requirements`: `(settings, env, *, writes, needs_queue) -> None`, what a command needs
   beyond the settings (raises ConfigurationError): a data directory, a queue URL, a region;
 - `image_worker`: whether `python -m entrypoints.worker` (the image's command) runs it; the
@@ -35,6 +37,7 @@ class Backend:
     name: str
     summary: str  # what it keeps where, for --help
     container: str
+    read_side: str
     requirements: str
     devstack: str
     image_worker: bool
@@ -48,6 +51,7 @@ BACKENDS: dict[str, Backend] = {
             "embedded",
             "SQLite files in the data directory, one host (the default)",
             container="entrypoints.embedded:EmbeddedContainer",
+            read_side="entrypoints.read_side.embedded:read_side",
             requirements="entrypoints.cli.backend:embedded_requirements",
             devstack="entrypoints.devstack.backends:start_embedded",
             image_worker=False,
@@ -56,6 +60,7 @@ BACKENDS: dict[str, Backend] = {
             "aws",
             "DynamoDB, SQS and CloudWatch",
             container="entrypoints.containers:AwsContainer",
+            read_side="entrypoints.read_side.aws:read_side",
             requirements="entrypoints.cli.backend:aws_requirements",
             devstack="entrypoints.devstack.backends:start_aws",
             image_worker=True,
@@ -64,6 +69,7 @@ BACKENDS: dict[str, Backend] = {
             "postgres",
             "one PostgreSQL database (WSFLEET_POSTGRES_URL), workers on any hosts",
             container="entrypoints.postgres:PostgresContainer",
+            read_side="entrypoints.read_side.postgres:read_side",
             requirements="entrypoints.cli.backend:no_requirements",
             devstack="entrypoints.devstack.backends:start_postgres",
             image_worker=True,

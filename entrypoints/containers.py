@@ -8,6 +8,10 @@ it, and `InMemoryContainer` (the in-memory adapters on one clock, for tests that
 application in one process and on virtual time). No business code reaches into a container:
 entrypoints ask it for a Worker or an EventApi and hand those their ports.
 
+The read-only commands do not come here: each backend's read side (entrypoints/read_side/)
+opens its store and message reader without a container, with the same functions the
+containers call for them.
+
 Providers that depend on an async Resource return awaitables: `await container.core.api()`.
 Only what is asked for is opened (the Lambda router never opens CloudWatch or the sink), and
 `await container.shutdown_resources()` closes whatever was.
@@ -22,11 +26,8 @@ from aiobotocore.config import AioConfig
 from dependency_injector import containers, providers
 
 from adapters.cloudwatch.metrics import CloudWatchMetrics
-from adapters.dynamodb.connection_store import DynamoDbConnectionStore
-from adapters.dynamodb.message_reader import DynamoDbMessageReader
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
-from adapters.dynamodb.schema import TableNames
-from adapters.kinesis import KinesisMessageReader, KinesisMessageSink
+from adapters.kinesis import KinesisMessageSink
 from adapters.memory.metrics import InMemoryMetrics
 from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.sink import InMemoryMessageSink
@@ -51,8 +52,9 @@ from application.router import EventRouter
 from application.url_policy import UrlPolicy
 from application.worker.worker import Worker
 from entrypoints.api import EventApi
-from entrypoints.extensions import no_reader, sink_choice, user_hook, user_sink
+from entrypoints.extensions import sink_choice, user_hook, user_sink
 from entrypoints.metrics import TeeMetrics, prometheus_metrics
+from entrypoints.read_side.aws import client_config, client_options, dynamodb_store
 from entrypoints.settings import Settings
 
 
@@ -128,38 +130,13 @@ class CoreContainer(containers.DeclarativeContainer):
     )
 
 
-def client_config(settings: Settings, *, pool: int, read_timeout_s: float) -> AioConfig:
-    """botocore still defaults to the legacy retry mode and to a 10-connection pool (which
-    becomes aiohttp's limit, so calls would queue behind each other): both set explicitly."""
-    return AioConfig(
-        retries={"mode": "standard", "max_attempts": settings.aws_max_attempts},
-        max_pool_connections=pool,
-        connect_timeout=settings.aws_connect_timeout_s,
-        read_timeout=read_timeout_s,
-        tcp_keepalive=True,
-    )
-
-
-def endpoint_url(settings: Settings, service: str) -> str | None:
-    """Where `service` answers: DynamoDB may have an endpoint of its own (DynamoDB Local beside
-    a moto server); None is AWS itself."""
-    if service == "dynamodb" and settings.dynamodb_endpoint_url:
-        return settings.dynamodb_endpoint_url
-    return settings.aws_endpoint_url
-
-
 async def aws_client(
     session: aioboto3.Session, service: str, settings: Settings, config: AioConfig
 ) -> AsyncIterator[Any]:
     """One long-lived client per service per process: a Resource, opened once and closed at
     shutdown. Clients are bound to the event loop that opened them. Only low-level clients:
     the resource layer has no transactions and is frozen upstream."""
-    async with session.client(
-        service,
-        region_name=settings.region,
-        endpoint_url=endpoint_url(settings, service),
-        config=config,
-    ) as client:
+    async with session.client(service, **client_options(settings, service, config)) as client:
         yield client
 
 
@@ -201,6 +178,19 @@ def core_of(
     return container
 
 
+def sink_of(
+    settings: "providers.Provider[Settings]", sinks: dict[str, "providers.Provider[Any]"]
+) -> "providers.Selector[Any]":
+    """A backend's `sink`, chosen by `sink_choice`: one of its built-in `sinks` by name, or the
+    team's own (WSFLEET_MESSAGE_SINK). What reads it back is the backend's read side
+    (entrypoints/read_side/), not a container."""
+    return providers.Selector(
+        providers.Callable(sink_choice, settings),
+        **sinks,
+        custom=providers.Resource(user_sink, settings),
+    )
+
+
 def _pool_size(settings: Settings) -> int:
     return max(10, settings.worker.max_connections + _POOL_HEADROOM)
 
@@ -240,16 +230,7 @@ class AwsContainer(containers.DeclarativeContainer):
     sqs = providers.Resource(aws_client, session, "sqs", settings, sqs_config)
     cloudwatch = providers.Resource(aws_client, session, "cloudwatch", settings, cloudwatch_config)
 
-    tables = providers.Singleton(
-        TableNames,
-        connections=settings.provided.connections_table,
-        events=settings.provided.events_table,
-        messages=settings.provided.messages_table,
-        sessions=settings.provided.sessions_table,
-    )
-    store = providers.Singleton(
-        DynamoDbConnectionStore, dynamodb, tables=tables, shards=settings.provided.orphan_shards
-    )
+    store = providers.Singleton(dynamodb_store, dynamodb, settings)
     queue = providers.Singleton(
         SqsNotificationQueue,
         sqs,
@@ -270,32 +251,23 @@ class AwsContainer(containers.DeclarativeContainer):
         lambda s: client_config(s, pool=10, read_timeout_s=s.aws_read_timeout_s), settings
     )
     kinesis = providers.Resource(aws_client, session, "kinesis", settings, kinesis_config)
-    sink = providers.Selector(
-        providers.Callable(sink_choice, settings),
-        dynamodb=providers.Singleton(
-            DynamoDbMessageSink,
-            dynamodb,
-            settings.provided.messages_table,
-            retention_s=providers.Callable(_retention_s, settings),
-            on_retry=providers.Callable(_counter, metrics, SINK_RETRIES),
-        ),
-        kinesis=providers.Singleton(
-            KinesisMessageSink,
-            kinesis,
-            settings.provided.kinesis_stream,
-            on_retry=providers.Callable(_counter, metrics, SINK_RETRIES),
-        ),
-        custom=providers.Resource(user_sink, settings),
-    )
-    reader = providers.Selector(
-        providers.Callable(sink_choice, settings),
-        dynamodb=providers.Singleton(
-            DynamoDbMessageReader, dynamodb, settings.provided.messages_table
-        ),
-        kinesis=providers.Singleton(
-            KinesisMessageReader, kinesis, settings.provided.kinesis_stream
-        ),
-        custom=providers.Callable(no_reader, settings),
+    sink = sink_of(
+        settings,
+        sinks={
+            "dynamodb": providers.Singleton(
+                DynamoDbMessageSink,
+                dynamodb,
+                settings.provided.messages_table,
+                retention_s=providers.Callable(_retention_s, settings),
+                on_retry=providers.Callable(_counter, metrics, SINK_RETRIES),
+            ),
+            "kinesis": providers.Singleton(
+                KinesisMessageSink,
+                kinesis,
+                settings.provided.kinesis_stream,
+                on_retry=providers.Callable(_counter, metrics, SINK_RETRIES),
+            ),
+        },
     )
     upstream = websocket_upstream(settings)
 

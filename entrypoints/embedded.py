@@ -7,7 +7,9 @@ worker are exactly the ones that run on AWS. Here the ports are:
 - store and queue: SQLite, `<WSFLEET_DATA_DIR>/wsfleet.sqlite` (connections, the ownership
   log and the hint queue; WAL mode, shared by every process of the host);
 - sink: SQLite, `<WSFLEET_DATA_DIR>/messages.sqlite` (a file of its own, so the bulk of the
-  writes never delays a lease renewal), or the team's own sink (WSFLEET_MESSAGE_SINK);
+  writes never delays a lease renewal), or the team's own sink (WSFLEET_MESSAGE_SINK); the
+  files, how they are opened and the read side of `wsfleet messages` and `status` are in
+  entrypoints/read_side/embedded.py;
 - metrics: one JSON log line per flush (adapters/jsonlog), and Prometheus at the health
   port's `/metrics` (adapters/prometheus);
 - upstream: the WebSocket connector.
@@ -18,36 +20,17 @@ first use, closed by `await shutdown(container)`.
 """
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 from dependency_injector import containers, providers
 
 from adapters.jsonlog.metrics import JsonLogMetrics
-from adapters.sqlite.message_sink import SqliteMessageSink
 from adapters.sqlite.queue import SqliteNotificationQueue
-from adapters.sqlite.store import SqliteConnectionStore
 from adapters.system.clock import SystemClock
 from application.ports import Clock
-from entrypoints.containers import core_of, websocket_upstream
-from entrypoints.extensions import no_reader, sink_choice, user_sink
+from entrypoints.containers import core_of, sink_of, websocket_upstream
 from entrypoints.metrics import TeeMetrics, prometheus_metrics
+from entrypoints.read_side.embedded import sqlite_sink, sqlite_store, state_path
 from entrypoints.settings import Settings
-
-STATE_FILE = "wsfleet.sqlite"
-MESSAGES_FILE = "messages.sqlite"
-
-
-def state_path(settings: Settings) -> Path:
-    return Path(settings.data_dir) / STATE_FILE
-
-
-def messages_path(settings: Settings) -> Path:
-    return Path(settings.data_dir) / MESSAGES_FILE
-
-
-async def sqlite_store(settings: Settings) -> AsyncIterator[SqliteConnectionStore]:
-    async with SqliteConnectionStore.open(state_path(settings)) as store:
-        yield store
 
 
 async def sqlite_queue(settings: Settings, clock: Clock) -> AsyncIterator[SqliteNotificationQueue]:
@@ -60,11 +43,6 @@ async def sqlite_queue(settings: Settings, clock: Clock) -> AsyncIterator[Sqlite
         yield queue
 
 
-async def sqlite_sink(settings: Settings) -> AsyncIterator[SqliteMessageSink]:
-    async with SqliteMessageSink.open(messages_path(settings)) as sink:
-        yield sink
-
-
 class EmbeddedContainer(containers.DeclarativeContainer):
     """One host: SQLite store, queue and sink under the data directory, JSON-log metrics,
     WebSocket upstreams."""
@@ -75,16 +53,7 @@ class EmbeddedContainer(containers.DeclarativeContainer):
     store = providers.Resource(sqlite_store, settings)
     queue = providers.Resource(sqlite_queue, settings, clock)
     sqlite_messages = providers.Resource(sqlite_sink, settings)
-    sink = providers.Selector(
-        providers.Callable(sink_choice, settings),
-        sqlite=sqlite_messages,
-        custom=providers.Resource(user_sink, settings),
-    )
-    reader = providers.Selector(
-        providers.Callable(sink_choice, settings),
-        sqlite=sqlite_messages,
-        custom=providers.Callable(no_reader, settings),
-    )
+    sink = sink_of(settings, sinks={"sqlite": sqlite_messages})
     # Scraped at the health port's /metrics (entrypoints/worker/health.py).
     prometheus = providers.Singleton(prometheus_metrics, "embedded")
     metrics = providers.Singleton(TeeMetrics, providers.Singleton(JsonLogMetrics), prometheus)

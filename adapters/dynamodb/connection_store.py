@@ -68,8 +68,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 from botocore.exceptions import ClientError
@@ -110,20 +110,24 @@ from adapters.dynamodb.items import (
 )
 from adapters.dynamodb.schema import TableNames
 from application.errors import ConfigurationError, StoreUnavailable
-from application.ports.store import CommandResult, ConnectionStore, SessionResult
+from application.ports.store import CommandResult, SessionResult
+from application.ports.store_step import (
+    Change,
+    SessionChange,
+    SteppedStore,
+    StoreStep,
+    run_session_command,
+)
 from domain import (
     NO_OWNER,
-    SESSION_LOG_EVENTS,
     Acquire,
     Checkpoint,
     Command,
     Connection,
     DomainError,
-    EndSession,
     Event,
     InvalidCommand,
     InvalidTransition,
-    NoteExpiry,
     OpenSession,
     RenewSession,
     SessionCommand,
@@ -131,9 +135,7 @@ from domain import (
     WorkerSession,
     decide,
     decide_session,
-    fold,
     fold_session,
-    is_ownership_event,
     validate_connection_id,
     validate_session_id,
 )
@@ -142,6 +144,7 @@ if TYPE_CHECKING:
     from types_aiobotocore_dynamodb.client import DynamoDBClient
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -154,15 +157,7 @@ class _Raced:
     write_id: str | None = None  # the refusing item's last write id
 
 
-@attrs.frozen
-class _Snapshot:
-    """What a connection command is decided on: the item, and for Acquire the sessions."""
-
-    state: Connection | None
-    sessions: Mapping[str, WorkerSession] = attrs.field(factory=dict)
-
-
-class DynamoDbConnectionStore(ConnectionStore):
+class DynamoDbConnectionStore(SteppedStore):
     """See the module docstring. `shards` must be equal in every process of a deployment."""
 
     def __init__(
@@ -197,61 +192,70 @@ class DynamoDbConnectionStore(ConnectionStore):
             on_request=self._request,
         )
 
-    # --- connection commands: read, decide, one transaction -----------------------------------
+    # --- commands: the port's template on a conditional write, retried on a lost race --------
 
     async def execute(self, command: Command, now_ms: int) -> CommandResult:
-        op = type(command).__name__
-        self._count(op)
+        self._count(type(command).__name__)
         validate_connection_id(command.connection_id)  # before it becomes a key
         match command:
             case Checkpoint():  # one conditional update, no read: the streaming hot path
                 return await self._checkpoint(command, now_ms)
-        snapshot = await self._read_for(command, op, _UNKNOWN)
+        return await super().execute(command, now_ms)
+
+    async def execute_session(self, command: SessionCommand, now_ms: int) -> SessionResult:
+        self._count(type(command).__name__)
+        validate_session_id(command.session_id)
+        match command:
+            case OpenSession():  # a conditional Put, no read
+                return await self._open_session(command, now_ms)
+            case RenewSession():  # the heartbeat: one conditional update, no read
+                return await self._renew_session(command, now_ms)
+        return await super().execute_session(command, now_ms)
+
+    async def _atomically(
+        self,
+        command: Command | SessionCommand,
+        run: Callable[[StoreStep], Coroutine[Any, Any, T]],
+        refused: _Raced | None = None,
+    ) -> T:
+        """Run the template until its write lands: a write that lost a race (`_Lost`) is
+        decided again on what won (the refusing item when the refusal returned it, else read
+        again), after a pause when it was a transaction conflict. One write id for all the
+        attempts: an earlier attempt that landed with its answer lost is recognised as ours."""
+        op = type(command).__name__
+        subject = (
+            command.session_id if isinstance(command, SessionCommand) else command.connection_id
+        )
         write_id = uuid.uuid4().hex
         for attempt in range(self._max_attempts):
-            state = snapshot.state
-            events = decide(state, command, now_ms, snapshot.sessions)  # refusals propagate
-            if not events:
-                assert state is not None  # decide only returns no events for existing ones
-                return CommandResult(state, False)
-            new_state = fold(events, state)
-            assert new_state is not None
-            raced = await self._commit(command, state, new_state, events, now_ms, op, write_id)
-            if raced is None:
-                return CommandResult(new_state, True, tuple(events))
-            if raced.known and raced.write_id == write_id:
-                # What refused us carries our own write id: an earlier attempt of ours landed
-                # and only its response was lost (an SDK retry after a timeout). Comparing
-                # states would not do: racing identical STOPs produce identical states.
-                return CommandResult(new_state, True, tuple(events))
+            try:
+                return await run(_Step(self, op, write_id, refused))
+            except _Lost as lost:
+                refused = lost.raced
             log.debug(
                 "%s of %r lost a race (attempt %d%s); deciding again",
                 op,
-                command.connection_id,
+                subject,
                 attempt + 1,
-                ", transaction conflict" if raced.conflict else "",
+                ", transaction conflict" if refused.conflict else "",
             )
-            if raced.conflict:
+            if refused.conflict:
                 await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
-            refusing: Connection | _Unknown | None = _UNKNOWN
-            if raced.known:
-                refusing = connection_from_item(raced.item) if raced.item else None
-            snapshot = await self._read_for(command, op, refusing)
         raise StoreUnavailable(
-            f"{op} of {command.connection_id!r} gave up after {self._max_attempts} attempts: "
+            f"{op} of {subject!r} gave up after {self._max_attempts} attempts: "
             "the item kept changing under it"
         )
 
     async def _read_for(
         self, command: Command, op: str, known: Connection | _Unknown | None
-    ) -> _Snapshot:
+    ) -> tuple[Connection | None, Mapping[str, WorkerSession]]:
         """The connection (unless `known` from a refusal) and, for Acquire, the acquirer's
         session read at the same time, then the owner's if another session owns it. Each read is
         consistent; they need not be one snapshot, because the transaction re-checks each."""
         if not isinstance(command, Acquire):
             if not isinstance(known, _Unknown):
-                return _Snapshot(known)
-            return _Snapshot(await self._queries.read(command.connection_id, op))
+                return known, {}
+            return await self._queries.read(command.connection_id, op), {}
         validate_session_id(command.session_id)
         if isinstance(known, _Unknown):
             state, acquirer = await asyncio.gather(
@@ -265,27 +269,19 @@ class DynamoDbConnectionStore(ConnectionStore):
             owner = await self._queries.read_session(state.owner, op)
             if owner is not None:
                 sessions[owner.session_id] = owner
-        return _Snapshot(state, sessions)
+        return state, sessions
 
-    async def _commit(
-        self,
-        command: Command,
-        state: Connection | None,
-        new_state: Connection,
-        events: Sequence[Event],
-        now_ms: int,
-        op: str,
-        write_id: str,
-    ) -> _Raced | None:
+    async def _commit(self, change: Change, op: str, write_id: str) -> _Raced | None:
         """One TransactWriteItems: the connection's update; for an acquire, the sessions'
         ConditionChecks; the ownership events' puts."""
+        command, state, now_ms = change.command, change.before, change.now_ms
         update = {
             "TableName": self._tables.connections,
             "Key": key(command.connection_id),
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **request_args(
                 condition=conditions.connection_precondition(command, state, now_ms),
-                update=set_state(new_state, self._shards, state, write_id),
+                update=set_state(change.after, self._shards, state, write_id),
             ),
         }
         transact_items: list[Any] = [{"Update": update}]
@@ -293,10 +289,34 @@ class DynamoDbConnectionStore(ConnectionStore):
             transact_items.append(self._session_check(command.session_id, live=True, now=now_ms))
             if state is not None and state.owner != NO_OWNER:
                 transact_items.append(self._session_check(state.owner, live=False, now=now_ms))
-        transact_items += [
-            self._log_put(event_to_item(event)) for event in events if is_ownership_event(event)
-        ]
+        transact_items += [self._log_put(event_to_item(event)) for event in change.logged]
         return await self._transact(transact_items, op, command.connection_id)
+
+    async def _write_session(self, change: SessionChange, op: str, write_id: str) -> _Raced | None:
+        """The decided session item written on the version it was decided on: an UpdateItem,
+        or a transaction with the log's Put when the events include a logged one."""
+        assert change.before is not None  # only an open creates one (its own path)
+        condition = conditions.version_is(change.before.version)
+        update = session_state(change.after, write_id)
+        if change.logged:
+            return await self._transact(
+                [
+                    {"Update": self._session_update(change.after, condition, update)},
+                    *(self._log_put(session_event_to_item(e)) for e in change.logged),
+                ],
+                op,
+                change.command.session_id,
+            )
+        try:
+            await self._update(
+                self._tables.sessions, session_key(change.after.session_id), condition, update, op
+            )
+        except _ConditionFailed as refused:
+            written_by = refused.item.get(schema.WRITE_ID, {}).get("S") if refused.item else None
+            return _Raced(refused.item, True, False, written_by)
+        except _Conflict:
+            return _Raced(None, known=False, conflict=True)
+        return None
 
     def _session_check(self, session_id: str, *, live: bool, now: int) -> dict[str, Any]:
         condition = conditions.session_live(now) if live else conditions.session_dead(now)
@@ -417,19 +437,6 @@ class DynamoDbConnectionStore(ConnectionStore):
 
     # --- session commands ----------------------------------------------------------------------
 
-    async def execute_session(self, command: SessionCommand, now_ms: int) -> SessionResult:
-        op = type(command).__name__
-        self._count(op)
-        validate_session_id(command.session_id)
-        match command:
-            case OpenSession():
-                return await self._open_session(command, now_ms)
-            case RenewSession():
-                return await self._renew_session(command, now_ms)
-            case EndSession() | NoteExpiry():
-                return await self._end_session(command, now_ms)
-        raise AssertionError(f"unhandled session command {op}")  # decide_session refuses first
-
     async def _open_session(self, command: OpenSession, now_ms: int) -> SessionResult:
         """A conditional Put of the new item and a Put of SessionOpened, in one transaction, no
         read: an id used before fails the item's condition (it exists) or, once forgotten, the
@@ -498,77 +505,17 @@ class DynamoDbConnectionStore(ConnectionStore):
             except _ConditionFailed as refused:
                 if refused.item and refused.item.get(schema.WRITE_ID, {}).get("S") == write_id:
                     return SessionResult(session_from_item(refused.item), True)  # ours, retried
-                current = session_from_item(refused.item) if refused.item else None
-                return await self._write_session(command, current, now_ms, "RenewSession")
+                # Decided exactly on the refusing item: a refusal, or a write of the domain's.
+                return await self._atomically(
+                    command,
+                    lambda step: run_session_command(step, command, now_ms),
+                    _Raced(refused.item, known=True, conflict=False),
+                )
             except _Conflict:
                 await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
                 continue
             return SessionResult(session_from_item(item), True)
         raise StoreUnavailable(f"RenewSession of {command.session_id!r}: conflicts persisted")
-
-    async def _end_session(self, command: EndSession | NoteExpiry, now_ms: int) -> SessionResult:
-        """An end, or an expiry found: read the item, decide, write with the log's Put."""
-        op = type(command).__name__
-        state = await self._queries.read_session(command.session_id, op)
-        return await self._write_session(command, state, now_ms, op)
-
-    async def _write_session(
-        self,
-        command: RenewSession | EndSession | NoteExpiry,
-        state: WorkerSession | None,
-        now_ms: int,
-        op: str,
-    ) -> SessionResult:
-        """Decide on a known session item and write the result conditioned on its version: an
-        UpdateItem, or a transaction with the log Put when the events include a logged one."""
-        write_id = uuid.uuid4().hex
-        for attempt in range(self._max_attempts):
-            events = decide_session(state, command, now_ms)  # refusals propagate
-            if not events:
-                assert state is not None
-                return SessionResult(state, False)
-            new = fold_session(events, state)
-            assert new is not None
-            assert state is not None
-            condition = conditions.version_is(state.version)
-            update = session_state(new, write_id)
-            logged = [e for e in events if isinstance(e, SESSION_LOG_EVENTS)]
-            if logged:
-                raced = await self._transact(
-                    [
-                        {"Update": self._session_update(new, condition, update)},
-                        *(self._log_put(session_event_to_item(e)) for e in logged),
-                    ],
-                    op,
-                    command.session_id,
-                )
-                if raced is None or (raced.known and raced.write_id == write_id):
-                    return SessionResult(new, True)
-                if raced.conflict:
-                    await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
-                state = (
-                    (session_from_item(raced.item) if raced.item else None)
-                    if raced.known
-                    else await self._queries.read_session(command.session_id, op)
-                )
-                continue
-            try:
-                item = await self._update(
-                    self._tables.sessions, session_key(new.session_id), condition, update, op
-                )
-            except _ConditionFailed as refused:
-                if refused.item and refused.item.get(schema.WRITE_ID, {}).get("S") == write_id:
-                    return SessionResult(new, True)
-                state = session_from_item(refused.item) if refused.item else None
-                continue
-            except _Conflict:
-                await backoff.pause(attempt, self._retry_base_s, self._retry_cap_s)
-                state = await self._queries.read_session(command.session_id, op)
-                continue
-            return SessionResult(session_from_item(item), True)
-        raise StoreUnavailable(
-            f"{op} of {command.session_id!r} gave up after {self._max_attempts} attempts"
-        )
 
     def _session_update(
         self, new: WorkerSession, condition: Expression, update: Expression
@@ -683,10 +630,62 @@ class DynamoDbConnectionStore(ConnectionStore):
 
 
 class _Unknown:
-    """Marks a connection state that must be read again (a refusal that did not return it)."""
+    """Marks a state that must be read again (a refusal that did not return it)."""
 
 
 _UNKNOWN = _Unknown()
+
+
+class _Lost(Exception):
+    """A step's write lost a race (not to an earlier attempt of its own): decide again."""
+
+    def __init__(self, raced: _Raced) -> None:
+        super().__init__("lost a race")
+        self.raced = raced
+
+
+class _Step(StoreStep):
+    """The DynamoDB primitives: consistent GetItems (or the item a refusal returned), and one
+    conditional write of the decided item. A lost answer to a write that landed (the refusing
+    item carries this step's write id) counts as written; any other refusal raises _Lost."""
+
+    def __init__(
+        self, store: DynamoDbConnectionStore, op: str, write_id: str, refused: _Raced | None
+    ) -> None:
+        self._store = store
+        self._op = op
+        self._write_id = write_id
+        self._refused = refused
+
+    def _known(self, parse: Callable[[Mapping[str, Any]], T]) -> T | _Unknown | None:
+        if self._refused is None or not self._refused.known:
+            return _UNKNOWN
+        return parse(self._refused.item) if self._refused.item else None
+
+    def _check(self, raced: _Raced | None) -> None:
+        if raced is not None and not (raced.known and raced.write_id == self._write_id):
+            raise _Lost(raced)
+        # else written; or an earlier attempt of ours was, and only its response was lost (an
+        # SDK retry after a timeout). Comparing states would not do: racing identical STOPs
+        # produce identical states.
+
+    async def load(self, command: Command) -> tuple[Connection | None, Mapping[str, WorkerSession]]:
+        return await self._store._read_for(command, self._op, self._known(connection_from_item))
+
+    async def save(self, change: Change) -> None:
+        self._check(await self._store._commit(change, self._op, self._write_id))
+
+    async def load_session(self, command: SessionCommand) -> WorkerSession | None:
+        known = self._known(session_from_item)
+        if isinstance(known, _Unknown):
+            return await self._store._queries.read_session(command.session_id, self._op)
+        return known
+
+    async def opened(self, session_id: str) -> Sequence[SessionEvent]:
+        raise AssertionError("an OpenSession takes its own conditional Put, never this step")
+
+    async def save_session(self, change: SessionChange) -> None:
+        self._check(await self._store._write_session(change, self._op, self._write_id))
 
 
 class _ConditionFailed(Exception):

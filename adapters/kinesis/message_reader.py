@@ -9,9 +9,12 @@ first call still reads the stream's whole retention: fine for an operator's look
 tests, not for a consumer, which reads the stream as it flows (KCL, Lambda, Firehose) and
 applies the same rule as `exactly_once` below.
 
-The rule, for a sink that can neither refuse a stale owner's late records nor keep a retried
-batch from putting its records twice: of the records of one (connection, seq), keep the one
-with the highest token (the newest owner's), and of equal tokens the first.
+A record holds a run of one connection's messages (records.py: format 2, aggregated; format 1,
+one message, from before): each is de-aggregated into its messages, in the record's order.
+The rule then applies per message, for a sink that can neither refuse a stale owner's late
+records nor keep a retried batch from putting its records twice: of the messages of one
+(connection, seq), keep the one with the highest token (the newest owner's), and of equal
+tokens the first.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import aiohttp
 import attrs
 from botocore.exceptions import BotoCoreError, ClientError
 
-from adapters.kinesis.records import stored_of
+from adapters.kinesis.records import messages_of
 from application.errors import SinkUnavailable
 from application.ports.sink import StoredMessage
 
@@ -92,9 +95,10 @@ class KinesisMessageReader:
                 for record in response["Records"]:
                     if record.get("PartitionKey") != connection_id:
                         continue
-                    message = stored_of(record["Data"])
-                    if message is not None and message.connection_id == connection_id:
-                        scan.copies.append(message)
+                    # An aggregated record holds a run of the connection's messages.
+                    scan.copies += [
+                        m for m in messages_of(record["Data"]) if m.connection_id == connection_id
+                    ]
                 # Only now: a read that fails before this point is read again next time.
                 iterator = scan.after[shard] = response.get("NextShardIterator")
                 if not response["Records"] and not response.get("MillisBehindLatest"):

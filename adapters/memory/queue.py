@@ -18,7 +18,7 @@ class _Message:
     body: str
     visible_at: float = 0.0  # monotonic seconds
     receipt: str | None = None
-    delayed: bool = False
+    copy: bool = False
 
 
 class InMemoryNotificationQueue:
@@ -32,11 +32,13 @@ class InMemoryNotificationQueue:
         self._arrived = asyncio.Event()
         self.sent = 0
 
-    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+    async def send(
+        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+    ) -> None:
         check_delay(delay_s)
         visible_at = self._clock.monotonic() + delay_s if delay_s else 0.0
         for cid in connection_ids:
-            self._messages.append(_Message(body=cid, visible_at=visible_at, delayed=delay_s > 0))
+            self._messages.append(_Message(body=cid, visible_at=visible_at, copy=copy))
             self.sent += 1
         self._arrived.set()
 
@@ -66,7 +68,7 @@ class InMemoryNotificationQueue:
             if message.visible_at <= now:
                 message.receipt = f"r{next(self._receipts)}"
                 message.visible_at = now + self._visibility_timeout_s
-                out.append(_delivery(message.body, message.receipt, message.delayed))
+                out.append(_delivery(message.body, message.receipt, message.copy))
         return out
 
     async def release(self, receipts: Sequence[str]) -> None:
@@ -86,8 +88,8 @@ class InMemoryNotificationQueue:
         return len(self._messages)
 
 
-def _delivery(body: str, receipt: str, delayed: bool) -> Delivery:
+def _delivery(body: str, receipt: str, copy: bool) -> Delivery:
     try:
-        return Delivery(receipt, validate_connection_id(body), delayed=delayed)
+        return Delivery(receipt, validate_connection_id(body), copy=copy)
     except DomainError as exc:
         return Delivery(receipt=receipt, connection_id=None, problem=str(exc))

@@ -1,33 +1,35 @@
-"""InMemoryConnectionStore: the reference store. It applies the domain's decide/evolve under
-one lock, so it has the domain's semantics by construction; other stores are contract-tested
-against it."""
+"""InMemoryConnectionStore: the reference store. It runs the port's template (decide, fold,
+write: application/ports/store_step.py) under one lock, so it has the domain's semantics by
+construction; other stores are contract-tested against it."""
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
-from application.ports.store import CommandResult, ConnectionStore, SessionResult, check_page_size
+from application.ports.store import check_page_size
+from application.ports.store_step import (
+    Change,
+    SessionChange,
+    SteppedStore,
+    StoreStep,
+    consulted_sessions,
+)
 from domain import (
     NO_OWNER,
-    SESSION_LOG_EVENTS,
-    Acquire,
     Command,
     Connection,
     DesiredState,
     Event,
-    OpenSession,
     SessionCommand,
     SessionEvent,
     WorkerSession,
-    decide,
-    decide_session,
-    fold,
-    fold_session,
-    is_ownership_event,
 )
 from domain.codec import for_the_log
 
+T = TypeVar("T")
 
-class InMemoryConnectionStore(ConnectionStore):
+
+class InMemoryConnectionStore(SteppedStore):
     def __init__(self) -> None:
         self._states: dict[str, Connection] = {}
         self._sessions: dict[str, WorkerSession] = {}
@@ -36,42 +38,12 @@ class InMemoryConnectionStore(ConnectionStore):
         self._lock = asyncio.Lock()
         self.operations: dict[str, int] = {}  # operation name -> count, for tests and benches
 
-    async def execute(self, command: Command, now_ms: int) -> CommandResult:
+    async def _atomically(
+        self, command: Command | SessionCommand, run: Callable[[StoreStep], Coroutine[Any, Any, T]]
+    ) -> T:
         async with self._lock:
             self._count(type(command).__name__)
-            state = self._states.get(command.connection_id)
-            sessions = self._sessions if isinstance(command, Acquire) else {}
-            events = decide(state, command, now_ms, sessions)
-            if not events:
-                if state is None:  # decide never returns no events for an unknown connection
-                    raise AssertionError("no events for an unknown connection")
-                return CommandResult(state, False)
-            new_state = fold(events, state)
-            assert new_state is not None
-            self._states[command.connection_id] = new_state
-            self._log.setdefault(command.connection_id, []).extend(
-                for_the_log(e) for e in events if is_ownership_event(e)
-            )
-            return CommandResult(new_state, True, tuple(events))
-
-    async def execute_session(self, command: SessionCommand, now_ms: int) -> SessionResult:
-        async with self._lock:
-            self._count(type(command).__name__)
-            state = self._sessions.get(command.session_id)
-            if state is None and isinstance(command, OpenSession):
-                # A forgotten session's log outlives it: an id is never opened twice.
-                state = fold_session(self._session_log.get(command.session_id, [])[:1])
-            events = decide_session(state, command, now_ms)
-            if not events:
-                assert state is not None
-                return SessionResult(state, False)
-            new_state = fold_session(events, state)
-            assert new_state is not None
-            self._sessions[command.session_id] = new_state
-            self._session_log.setdefault(command.session_id, []).extend(
-                e for e in events if isinstance(e, SESSION_LOG_EVENTS)
-            )
-            return SessionResult(new_state, True)
+            return await run(_Step(self))
 
     async def get(self, connection_id: str) -> Connection | None:
         self._count("get")
@@ -143,3 +115,30 @@ class InMemoryConnectionStore(ConnectionStore):
 
     def _count(self, op: str) -> None:
         self.operations[op] = self.operations.get(op, 0) + 1
+
+
+class _Step(StoreStep):
+    """The primitives on the store's dicts, under its lock."""
+
+    def __init__(self, store: InMemoryConnectionStore) -> None:
+        self._store = store
+
+    async def load(self, command: Command) -> tuple[Connection | None, Mapping[str, WorkerSession]]:
+        state = self._store._states.get(command.connection_id)
+        sessions = self._store._sessions
+        return state, {s: sessions[s] for s in consulted_sessions(command, state) if s in sessions}
+
+    async def save(self, change: Change) -> None:
+        self._store._states[change.after.connection_id] = change.after
+        log = self._store._log.setdefault(change.after.connection_id, [])
+        log.extend(for_the_log(e) for e in change.logged)
+
+    async def load_session(self, command: SessionCommand) -> WorkerSession | None:
+        return self._store._sessions.get(command.session_id)
+
+    async def opened(self, session_id: str) -> Sequence[SessionEvent]:
+        return self._store._session_log.get(session_id, [])[:1]
+
+    async def save_session(self, change: SessionChange) -> None:
+        self._store._sessions[change.after.session_id] = change.after
+        self._store._session_log.setdefault(change.after.session_id, []).extend(change.logged)

@@ -20,13 +20,13 @@ from typing import NoReturn, TypeAlias, TypeVar
 
 import asyncpg
 
+from adapters.postgres.defaults import DEFAULT_POOL_SIZE
 from adapters.postgres.schema import Conn, check_schema, migrate
 from application.errors import ApplicationError, ConfigurationError
 
 T = TypeVar("T")
 Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
 
-DEFAULT_POOL_SIZE = 10
 DEFAULT_TIMEOUT_S = 10.0
 RETRIES = 5
 # Server states whose outcome is "try again later": connection exceptions, insufficient

@@ -100,8 +100,10 @@ class PostgresNotificationQueue:
             listener, self._listener = self._listener, None
             await listener.close()
 
-    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
-        bodies = [encode_hint(cid, delayed=delay_s > 0) for cid in connection_ids]
+    async def send(
+        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+    ) -> None:
+        bodies = [encode_hint(cid, copy=copy) for cid in connection_ids]
         await self.send_raw(bodies, delay_s=delay_s)
 
     async def send_raw(self, bodies: Sequence[str], *, delay_s: int = 0) -> None:

@@ -11,7 +11,7 @@ between. The fencing token is the connection's `token` column, raised by the dom
 change of owner. No advisory locks: they belong to a database connection and carry no token.
 """
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -19,7 +19,8 @@ import asyncpg
 
 from adapters.postgres import store_sql as sql
 from adapters.postgres import store_steps as steps
-from adapters.postgres.db import DEFAULT_POOL_SIZE, PostgresDatabase, open_pool
+from adapters.postgres.db import PostgresDatabase, open_pool
+from adapters.postgres.defaults import DEFAULT_POOL_SIZE
 from adapters.postgres.rows import (
     connection_from_row,
     event_from_row,
@@ -28,19 +29,27 @@ from adapters.postgres.rows import (
 )
 from adapters.postgres.schema import Conn
 from application.errors import StoreUnavailable
-from application.ports.store import CommandResult, ConnectionStore, SessionResult, check_page_size
+from application.ports.store import check_page_size
+from application.ports.store_step import SteppedStore, StoreStep
 from domain import Command, Connection, Event, SessionCommand, SessionEvent, WorkerSession
 
 T = TypeVar("T")
 
 
-class PostgresConnectionStore(ConnectionStore):
+class PostgresConnectionStore(SteppedStore):
     """Built on a PostgresDatabase over the process's pool (the composition root shares the
     pool with the queue and the sink), or opened alone: `async with
-    PostgresConnectionStore.open(url) as store:`."""
+    PostgresConnectionStore.open(url) as store:`.
 
-    def __init__(self, db: PostgresDatabase) -> None:
+    `sessions`: where the worker session's own commands (open, renew, end) run, if not on
+    `db`: a pool of their own, so that a renewal never waits for a connection behind a wave of
+    takes and sink writes. On one shared pool of 10, a worker taking thousands of connections
+    had its heartbeat wait up to 5.3 s for one, past its trust window, and fenced itself
+    (bench/RESULTS.md section 27)."""
+
+    def __init__(self, db: PostgresDatabase, sessions: PostgresDatabase | None = None) -> None:
         self._db = db
+        self._sessions = sessions or db
         self.operations: dict[str, int] = {}  # operation name -> round trips, for benches
 
     @classmethod
@@ -56,15 +65,16 @@ class PostgresConnectionStore(ConnectionStore):
         finally:
             await opened.close()
 
-    # -- the two commands ----------------------------------------------------------------------
+    # -- the commands' one primitive (the port's template does the rest) ------------------------
 
-    async def execute(self, command: Command, now_ms: int) -> CommandResult:
+    async def _atomically(
+        self, command: Command | SessionCommand, run: Callable[[StoreStep], Coroutine[Any, Any, T]]
+    ) -> T:
+        """One transaction (run again whole on a key collision, a serialization failure or a
+        deadlock: PostgresDatabase.write)."""
         self._count(type(command).__name__)
-        return await self._db.write(lambda c: steps.execute(c, command, now_ms))
-
-    async def execute_session(self, command: SessionCommand, now_ms: int) -> SessionResult:
-        self._count(type(command).__name__)
-        return await self._db.write(lambda c: steps.execute_session(c, command, now_ms))
+        db = self._sessions if isinstance(command, SessionCommand) else self._db
+        return await db.write(lambda c: run(steps.PostgresStep(c)))
 
     # -- queries -------------------------------------------------------------------------------
 

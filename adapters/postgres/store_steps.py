@@ -1,8 +1,10 @@
-"""The PostgreSQL store's steps, each run inside the caller's transaction (PostgresDatabase
-.write). The shape of adapters/sqlite/store_steps.py: read (here under row locks), the
-domain's decide, fold, write, append the logged events. That read-decide-fold-write step is
-now written in each store (memory, SQLite, DynamoDB, PostgreSQL); lifting it into the port's
-base, leaving each store its primitives, is the next step for the stores."""
+"""The PostgreSQL store's primitives, each run inside the caller's transaction
+(PostgresDatabase.write): the loads take row locks, the saves write the decided row and append
+the logged events. The read-decide-fold-write step around them is the port's template
+(application/ports/store_step.py), as for every store."""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from adapters.postgres import store_sql as sql
 from adapters.postgres.rows import (
@@ -14,22 +16,8 @@ from adapters.postgres.rows import (
     session_to_row,
 )
 from adapters.postgres.schema import Conn
-from application.ports.store import CommandResult, SessionResult
-from domain import (
-    NO_OWNER,
-    SESSION_LOG_EVENTS,
-    Acquire,
-    Command,
-    Connection,
-    OpenSession,
-    SessionCommand,
-    WorkerSession,
-    decide,
-    decide_session,
-    fold,
-    fold_session,
-    is_ownership_event,
-)
+from application.ports.store_step import Change, SessionChange, StoreStep, consulted_sessions
+from domain import Command, Connection, SessionCommand, SessionEvent, WorkerSession
 
 
 async def select(c: Conn, connection_id: str) -> Connection | None:
@@ -42,66 +30,54 @@ async def select_session(c: Conn, session_id: str) -> WorkerSession | None:
     return None if row is None else session_from_row(row)
 
 
-async def sessions_for(
-    c: Conn, state: Connection | None, command: Command
-) -> dict[str, WorkerSession]:
-    """The sessions `decide` consults, locked shared: for an Acquire, the acquirer's and the
-    owner's (a missing row stays missing: the domain reads it as dead); none otherwise."""
-    if not isinstance(command, Acquire):
-        return {}
-    ids = {command.session_id}
-    if state is not None and state.owner != NO_OWNER:
-        ids.add(state.owner)
-    rows = await c.fetch(sql.SESSIONS_FOR_SHARE, sorted(ids))
-    return {row["session_id"]: session_from_row(row) for row in rows}
+class PostgresStep(StoreStep):
+    """The primitives on one connection inside the caller's transaction, under row locks: the
+    connection FOR UPDATE, an Acquire's sessions FOR SHARE (in id order), a session FOR UPDATE.
+    Two commands creating one row collide on its key: the transaction is run again, and the
+    loser decides on the winner's row."""
 
+    def __init__(self, c: Conn) -> None:
+        self._c = c
 
-async def execute(c: Conn, command: Command, now_ms: int) -> CommandResult:
-    """Raises the domain's error (the transaction then rolls back, having written nothing).
-    Two commands creating one connection collide on its key: the caller retries, and the
-    loser decides again on the winner's row."""
-    row = await c.fetchrow(sql.SELECT_FOR_UPDATE, command.connection_id)
-    state = None if row is None else connection_from_row(row)
-    events = decide(state, command, now_ms, await sessions_for(c, state, command))
-    if not events:
-        assert state is not None  # decide returns no events only for an existing connection
-        return CommandResult(state, False)
-    new_state = fold(events, state)
-    assert new_state is not None
-    values = connection_to_row(new_state)
-    if state is None:
-        await c.execute(sql.INSERT, *values)
-    elif await c.execute(sql.UPDATE, *values, state.version) != "UPDATE 1":
-        raise RuntimeError(f"connection {state.connection_id!r} changed under its row lock")
-    logged = [log_row(e.connection_id, e) for e in events if is_ownership_event(e)]
-    if logged:
-        await c.executemany(sql.APPEND, logged)
-    return CommandResult(new_state, True, tuple(events))
+    async def load(self, command: Command) -> tuple[Connection | None, Mapping[str, WorkerSession]]:
+        row = await self._c.fetchrow(sql.SELECT_FOR_UPDATE, command.connection_id)
+        state = None if row is None else connection_from_row(row)
+        ids = sorted(consulted_sessions(command, state))
+        rows = await self._c.fetch(sql.SESSIONS_FOR_SHARE, ids) if ids else []
+        return state, {r["session_id"]: session_from_row(r) for r in rows}
 
+    async def save(self, change: Change) -> None:
+        before = None if change.before is None else change.before.version
+        what = f"connection {change.after.connection_id!r}"
+        await self._write(sql.INSERT, sql.UPDATE, connection_to_row(change.after), before, what)
+        await self._append(sql.APPEND, [log_row(e.connection_id, e) for e in change.logged])
 
-async def execute_session(c: Conn, command: SessionCommand, now_ms: int) -> SessionResult:
-    row = await c.fetchrow(sql.SELECT_SESSION_FOR_UPDATE, command.session_id)
-    state = None if row is None else session_from_row(row)
-    if state is None and isinstance(command, OpenSession):
-        # A forgotten session's row is gone but its log is not: an id is never opened twice
-        # (the port's promise), so the domain judges the open against its SessionOpened.
-        opened = await c.fetch(sql.OPENED, command.session_id)
-        state = fold_session(session_event_from_row(r) for r in opened)
-    events = decide_session(state, command, now_ms)
-    if not events:
-        assert state is not None  # an EndSession of an ended session; unknown ones raise
-        return SessionResult(state, False)
-    new_state = fold_session(events, state)
-    assert new_state is not None
-    values = session_to_row(new_state)
-    if row is None or state is None:
-        await c.execute(sql.INSERT_SESSION, *values)
-    elif await c.execute(sql.UPDATE_SESSION, *values, state.version) != "UPDATE 1":
-        raise RuntimeError(f"session {state.session_id!r} changed under its row lock")
-    logged = [log_row(e.session_id, e) for e in events if isinstance(e, SESSION_LOG_EVENTS)]
-    if logged:
-        await c.executemany(sql.APPEND_SESSION, logged)
-    return SessionResult(new_state, True)
+    async def load_session(self, command: SessionCommand) -> WorkerSession | None:
+        row = await self._c.fetchrow(sql.SELECT_SESSION_FOR_UPDATE, command.session_id)
+        return None if row is None else session_from_row(row)
+
+    async def opened(self, session_id: str) -> Sequence[SessionEvent]:
+        return [session_event_from_row(r) for r in await self._c.fetch(sql.OPENED, session_id)]
+
+    async def save_session(self, change: SessionChange) -> None:
+        before = None if change.before is None else change.before.version
+        what = f"session {change.after.session_id!r}"
+        values = session_to_row(change.after)
+        await self._write(sql.INSERT_SESSION, sql.UPDATE_SESSION, values, before, what)
+        await self._append(sql.APPEND_SESSION, [log_row(e.session_id, e) for e in change.logged])
+
+    async def _write(
+        self, insert: str, update: str, values: Sequence[Any], version: int | None, what: str
+    ) -> None:
+        """INSERT a new row, or UPDATE the one at `version` (which its row lock keeps)."""
+        if version is None:
+            await self._c.execute(insert, *values)
+        elif await self._c.execute(update, *values, version) != "UPDATE 1":
+            raise RuntimeError(f"{what} changed under its row lock")
+
+    async def _append(self, statement: str, logged: list[tuple[Any, ...]]) -> None:
+        if logged:
+            await self._c.executemany(statement, logged)
 
 
 async def forget_session(c: Conn, session_id: str, now_ms: int) -> bool:

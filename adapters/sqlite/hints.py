@@ -1,5 +1,6 @@
 """The hint body, the same JSON as the SQS queue's: `{"connection_id": "<id>"}`, with
-`"delayed": true` added to a hint sent with a delay.
+`"delayed": true` added to a copy (the field's name predates copies sent without a delay;
+hints in flight through a rolling deploy keep their meaning).
 
 Kept here rather than imported from adapters/sqs so that the SQLite adapter does not depend on
 another technology's package; the format is one line and the contract suite checks both.
@@ -15,9 +16,9 @@ DELAYED_FIELD = "delayed"
 _ECHO_LIMIT = 64  # a malformed body is quoted in the problem, never in full
 
 
-def encode_hint(connection_id: str, delayed: bool = False) -> str:
+def encode_hint(connection_id: str, copy: bool = False) -> str:
     document: dict[str, object] = {CONNECTION_ID_FIELD: connection_id}
-    if delayed:
+    if copy:
         document[DELAYED_FIELD] = True
     return json.dumps(document, separators=(",", ":"))
 
@@ -34,9 +35,9 @@ def delivery_of(body: str, receipt: str) -> Delivery:
             receipt,
             f"body is not an object with a string {CONNECTION_ID_FIELD!r}: {body[:_ECHO_LIMIT]!r}",
         )
-    delayed = document.get(DELAYED_FIELD) is True
+    copy = document.get(DELAYED_FIELD) is True
     try:
-        return Delivery(receipt, validate_connection_id(connection_id), delayed=delayed)
+        return Delivery(receipt, validate_connection_id(connection_id), copy=copy)
     except DomainError as exc:
         return _malformed(receipt, str(exc))
 

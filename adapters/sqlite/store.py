@@ -12,9 +12,9 @@ with the domain's own preconditions rather than a hand-written copy of them in S
 
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from adapters.sqlite import store_sql as sql
 from adapters.sqlite import store_steps as steps
@@ -29,13 +29,14 @@ from adapters.sqlite.rows import (
 )
 from adapters.sqlite.schema import CONNECTIONS, EVENTS, SESSION_EVENTS, SESSIONS, STORE_SCHEMA
 from application.errors import ConfigurationError, StoreUnavailable
-from application.ports.store import CommandResult, ConnectionStore, SessionResult, check_page_size
+from application.ports.store import check_page_size
+from application.ports.store_step import SteppedStore, StoreStep
 from domain import Command, Connection, Event, SessionCommand, SessionEvent, WorkerSession
 
 T = TypeVar("T")
 
 
-class SqliteConnectionStore(ConnectionStore):
+class SqliteConnectionStore(SteppedStore):
     """Open with `async with SqliteConnectionStore.open(path) as store:` (or
     `store = await SqliteConnectionStore.connect(path)` ... `await store.close()`)."""
 
@@ -86,15 +87,14 @@ class SqliteConnectionStore(ConnectionStore):
     async def close(self) -> None:
         await self._db.close()
 
-    # -- the two commands ----------------------------------------------------------------------
+    # -- the commands' one primitive (the port's template does the rest) ------------------------
 
-    async def execute(self, command: Command, now_ms: int) -> CommandResult:
+    async def _atomically(
+        self, command: Command | SessionCommand, run: Callable[[StoreStep], Coroutine[Any, Any, T]]
+    ) -> T:
+        """One write transaction on the database thread; a domain refusal rolls it back."""
         self._count(type(command).__name__)
-        return await self._db.write(lambda c: steps.execute(c, command, now_ms))
-
-    async def execute_session(self, command: SessionCommand, now_ms: int) -> SessionResult:
-        self._count(type(command).__name__)
-        return await self._db.write(lambda c: steps.execute_session(c, command, now_ms))
+        return await self._db.write(lambda c: steps.finish(run(steps.SqliteStep(c))))
 
     # -- queries -------------------------------------------------------------------------------
 

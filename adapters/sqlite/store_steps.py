@@ -1,9 +1,9 @@
-"""The SQLite store's steps: each runs on the database thread inside the caller's transaction
-(a write: BEGIN IMMEDIATE, so under the file's write lock from its first read)."""
+"""The SQLite store's primitives: each runs on the database thread inside the caller's
+transaction (a write: BEGIN IMMEDIATE, so under the file's write lock from its first read)."""
 
 import sqlite3
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 from adapters.sqlite.rows import (
     connection_from_row,
@@ -27,22 +27,10 @@ from adapters.sqlite.store_sql import (
     UPDATE,
     UPDATE_SESSION,
 )
-from application.ports.store import CommandResult, SessionResult
-from domain import (
-    NO_OWNER,
-    SESSION_LOG_EVENTS,
-    Acquire,
-    Command,
-    Connection,
-    OpenSession,
-    SessionCommand,
-    WorkerSession,
-    decide,
-    decide_session,
-    fold,
-    fold_session,
-    is_ownership_event,
-)
+from application.ports.store_step import Change, SessionChange, StoreStep, consulted_sessions
+from domain import Command, Connection, SessionCommand, SessionEvent, WorkerSession
+
+T = TypeVar("T")
 
 
 def rows(
@@ -61,59 +49,59 @@ def select_session(c: sqlite3.Connection, session_id: str) -> WorkerSession | No
     return None if row is None else session_from_row(row)
 
 
-def sessions_for(
-    c: sqlite3.Connection, state: Connection | None, command: Command
-) -> dict[str, WorkerSession]:
-    """The sessions `decide` consults: for an Acquire, the acquirer's and the owner's (a
-    missing row stays missing: the domain reads it as dead); no other command reads any."""
-    if not isinstance(command, Acquire):
-        return {}
-    ids = {command.session_id}
-    if state is not None and state.owner != NO_OWNER:
-        ids.add(state.owner)
-    found = ((sid, select_session(c, sid)) for sid in ids)
-    return {sid: session for sid, session in found if session is not None}
+class SqliteStep(StoreStep):
+    """The primitives on one sqlite3 connection, inside the caller's write transaction. They
+    are coroutines for the port's template, but never suspend: `finish` runs the template on
+    the database thread to its end."""
+
+    def __init__(self, c: sqlite3.Connection) -> None:
+        self._c = c
+
+    async def load(self, command: Command) -> tuple[Connection | None, Mapping[str, WorkerSession]]:
+        state = select(self._c, command.connection_id)
+        found = ((s, select_session(self._c, s)) for s in consulted_sessions(command, state))
+        return state, {sid: session for sid, session in found if session is not None}
+
+    async def save(self, change: Change) -> None:
+        before = None if change.before is None else change.before.version
+        what = f"connection {change.after.connection_id!r}"
+        self._write(INSERT, UPDATE, connection_to_row(change.after), before, what)
+        self._c.executemany(APPEND, [event_to_row(e) for e in change.logged])
+
+    async def load_session(self, command: SessionCommand) -> WorkerSession | None:
+        return select_session(self._c, command.session_id)
+
+    async def opened(self, session_id: str) -> Sequence[SessionEvent]:
+        return [
+            session_event_from_row(r) for r in self._c.execute(OPENED, (session_id,)).fetchall()
+        ]
+
+    async def save_session(self, change: SessionChange) -> None:
+        before = None if change.before is None else change.before.version
+        what = f"session {change.after.session_id!r}"
+        self._write(INSERT_SESSION, UPDATE_SESSION, session_to_row(change.after), before, what)
+        self._c.executemany(APPEND_SESSION, [session_event_to_row(e) for e in change.logged])
+
+    def _write(
+        self, insert: str, update: str, row: dict[str, Any], version: int | None, what: str
+    ) -> None:
+        """INSERT a new row, or UPDATE the one at `version` (which the write lock keeps)."""
+        if version is None:
+            self._c.execute(insert, row)
+        elif self._c.execute(update, {**row, "expected_version": version}).rowcount != 1:
+            raise RuntimeError(f"{what} changed under the write lock")
 
 
-def execute(c: sqlite3.Connection, command: Command, now_ms: int) -> CommandResult:
-    """Raises the domain's error (the write then rolls back, having written nothing)."""
-    state = select(c, command.connection_id)
-    events = decide(state, command, now_ms, sessions_for(c, state, command))
-    if not events:
-        assert state is not None  # decide returns no events only for an existing connection
-        return CommandResult(state, False)
-    new_state = fold(events, state)
-    assert new_state is not None
-    row: dict[str, Any] = connection_to_row(new_state)
-    if state is None:
-        c.execute(INSERT, row)
-    elif c.execute(UPDATE, {**row, "expected_version": state.version}).rowcount != 1:
-        raise RuntimeError(f"connection {state.connection_id!r} changed under the write lock")
-    c.executemany(APPEND, [event_to_row(e) for e in events if is_ownership_event(e)])
-    return CommandResult(new_state, True, tuple(events))
-
-
-def execute_session(c: sqlite3.Connection, command: SessionCommand, now_ms: int) -> SessionResult:
-    state = select_session(c, command.session_id)
-    if state is None and isinstance(command, OpenSession):
-        # A forgotten session's row is gone but its log is not: an id is never opened twice
-        # (the port's promise), so the domain judges the open against its SessionOpened.
-        opened = c.execute(OPENED, (command.session_id,)).fetchall()
-        state = fold_session(session_event_from_row(r) for r in opened)
-    events = decide_session(state, command, now_ms)
-    if not events:
-        assert state is not None  # an EndSession of an ended session; unknown ones raise
-        return SessionResult(state, False)
-    new_state = fold_session(events, state)
-    assert new_state is not None
-    row = session_to_row(new_state)
-    if state is None:
-        c.execute(INSERT_SESSION, row)
-    elif c.execute(UPDATE_SESSION, {**row, "expected_version": state.version}).rowcount != 1:
-        raise RuntimeError(f"session {state.session_id!r} changed under the write lock")
-    logged = [session_event_to_row(e) for e in events if isinstance(e, SESSION_LOG_EVENTS)]
-    c.executemany(APPEND_SESSION, logged)
-    return SessionResult(new_state, True)
+def finish(run: Coroutine[Any, Any, T]) -> T:
+    """The template's coroutine run to its end on this thread: SqliteStep never suspends, so
+    its first step ends it (a suspension would be a bug: it is closed and refused)."""
+    try:
+        run.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    run.close()
+    raise RuntimeError("a SQLite store step suspended; its primitives must not await")
 
 
 def forget_session(c: sqlite3.Connection, session_id: str, now_ms: int) -> bool:

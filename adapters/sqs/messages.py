@@ -17,9 +17,9 @@ class MalformedHint(ValueError):
     """A body that names no valid connection; the message says why."""
 
 
-def encode_hint(connection_id: str, delayed: bool = False) -> str:
+def encode_hint(connection_id: str, copy: bool = False) -> str:
     document: dict[str, object] = {CONNECTION_ID_FIELD: connection_id}
-    if delayed:
+    if copy:
         document[DELAYED_FIELD] = True
     return json.dumps(document, separators=(",", ":"))
 

@@ -68,7 +68,9 @@ class SqsNotificationQueue:
         self._retry_delay_s = retry_delay_s
         self._received: dict[str, str] = {}  # receipt -> connection id, oldest first
 
-    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+    async def send(
+        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+    ) -> None:
         check_delay(delay_s)
         refused: list[str] = []
         for start in range(0, len(connection_ids), MAX_BATCH):
@@ -80,7 +82,7 @@ class SqsNotificationQueue:
                     Entries=[
                         {
                             "Id": i,
-                            "MessageBody": encode_hint(chunk[i], delayed=delay_s > 0),
+                            "MessageBody": encode_hint(chunk[i], copy=copy),
                             "DelaySeconds": delay_s,
                         }
                         for i in ids
@@ -212,7 +214,7 @@ def _listing(items: list[str]) -> str:
 def _delivery(message: MessageTypeDef) -> Delivery:
     receipt = message.get("ReceiptHandle", "")
     try:
-        connection_id, delayed = decode(message.get("Body", ""))
-        return Delivery(receipt, connection_id, delayed=delayed)
+        connection_id, copy = decode(message.get("Body", ""))
+        return Delivery(receipt, connection_id, copy=copy)
     except MalformedHint as exc:
         return Delivery(receipt=receipt, connection_id=None, problem=str(exc))

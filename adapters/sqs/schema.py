@@ -17,7 +17,9 @@ MESSAGE_RETENTION_S = 3600
 
 # Body fields.
 CONNECTION_ID_FIELD = "connection_id"
-DELAYED_FIELD = "delayed"  # true on a hint sent with a delay (application/hints.py: a copy)
+# True on a copy (application/hints.py). Named before copies went out without a delay too;
+# kept, so that hints in flight through a rolling deploy keep their meaning.
+DELAYED_FIELD = "delayed"
 ARTICLE_KEY_FIELD = "pk"
 ARTICLE_KEY_PREFIX = "CONN#"
 

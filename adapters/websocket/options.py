@@ -6,17 +6,23 @@ to max_size x max_queue): compression off, a 1 MiB message limit, a 4-frame queu
 """
 
 import ssl
+from asyncio import sslproto
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
 
-from adapters.websocket.tls_buffer import (
-    DEFAULT_TLS_READ_BUFFER,
-    MAX_TLS_READ_BUFFER,
-    MIN_TLS_READ_BUFFER,
-)
 from application.errors import ConfigurationError
+
+# The TLS read buffer of a direct wss:// connection (tls_buffer.py; here, not there, so that
+# the settings table reads these without importing websockets). Messages of a few hundred
+# bytes to a few KiB (the fleet's upstreams) take one read each; a 1 MiB message takes 256 (64
+# at 16 KiB). Measured: see bench/RESULTS.md, section 8.
+DEFAULT_TLS_READ_BUFFER = 4 * 1024
+# Below a TLS record's header and a few bytes of data reads only multiply; above asyncio's own
+# size nothing is gained.
+MIN_TLS_READ_BUFFER = 1024
+MAX_TLS_READ_BUFFER: int = sslproto.SSLProtocol.max_size
 
 # Close codes after which reconnecting soon is pointless: the upstream (or this client) judged
 # the data or the request unacceptable. 4400-4499 mirror HTTP's 4xx by convention (the upstream

@@ -33,13 +33,7 @@ from typing import Any, cast
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.proxy import get_proxy
 
-# Messages of a few hundred bytes to a few KiB (the fleet's upstreams) take one read each; a
-# 1 MiB message takes 256 (64 at 16 KiB). Measured: see bench/RESULTS.md, section 8.
-DEFAULT_TLS_READ_BUFFER = 4 * 1024
-# Below a TLS record's header and a few bytes of data reads only multiply; above asyncio's own
-# size nothing is gained.
-MIN_TLS_READ_BUFFER = 1024
-MAX_TLS_READ_BUFFER: int = sslproto.SSLProtocol.max_size
+from adapters.websocket.options import DEFAULT_TLS_READ_BUFFER
 
 _TLS_ONLY = ("ssl", "server_hostname", "ssl_handshake_timeout", "ssl_shutdown_timeout")
 

@@ -13,13 +13,14 @@ import attrs
 @attrs.frozen
 class Delivery:
     """One received message. `connection_id` is None when the body could not be parsed;
-    `problem` then says why, and the consumer logs, counts and deletes it. `delayed`: it was
-    sent with a delay (application/hints.py sends only copies so)."""
+    `problem` then says why, and the consumer logs, counts and deletes it. `copy`: it was
+    sent as a copy of hints sent before (application/hints.py), so the consumer reads the
+    connection before it acts on it."""
 
     receipt: str
     connection_id: str | None
     problem: str | None = None
-    delayed: bool = False
+    copy: bool = False
 
 
 # The longest delay a hint may be sent with (SQS's own limit, in whole seconds).
@@ -33,10 +34,12 @@ def check_delay(delay_s: int) -> None:
 
 
 class NotificationQueue(Protocol):
-    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+    async def send(
+        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+    ) -> None:
         """Enqueue one hint per id (batched where the queue allows), received by nobody until
-        `delay_s` whole seconds have passed (see check_delay), and then with `delayed` set
-        when `delay_s` is not 0. Raises QueueUnavailable."""
+        `delay_s` whole seconds have passed (see check_delay), and then with `copy` as given.
+        Raises QueueUnavailable."""
         ...
 
     async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:

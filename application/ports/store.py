@@ -5,8 +5,9 @@ worker-session command) — and a handful of queries. Each command is one atomic
 precondition is exactly the domain's (`domain.decide`, `domain.decide_session`): an adapter
 must never grant what the domain would refuse, nor refuse what it would grant. The named
 operations the worker, the router and the CLI call (`start`, `try_acquire`, `renew_session`…)
-are mapped to those commands once, here, for every store. The in-memory store
-(adapters/memory) applies decide/evolve under a lock and is the reference;
+are mapped to those commands once, here, for every store; the two commands' read-decide-write
+step is written once too, in `store_step.SteppedStore`, over each store's primitives. The
+in-memory store (adapters/memory) runs it under a lock and is the reference;
 tests/contract/test_store_contract.py holds every adapter to it.
 
 Failure modes, for every method:

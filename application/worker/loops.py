@@ -91,7 +91,7 @@ async def poll_queue(
                     log.warning("dropping malformed hint: %s", delivery.problem)
                     continue
                 wanted.setdefault(delivery.connection_id, []).append(delivery.receipt)
-                if not delivery.delayed:
+                if not delivery.copy:
                     first_round.add(delivery.connection_id)
             # Duplicates and redeliveries of what is held already are just deleted.
             candidates = [cid for cid in wanted if not sessions.holds(cid)]

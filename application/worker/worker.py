@@ -8,13 +8,14 @@ import asyncio
 import functools
 import logging
 import random
+from collections.abc import Awaitable
 
 import attrs
 
 from application.aio import first_completed
 from application.config import WorkerConfig
 from application.errors import ApplicationError
-from application.hints import send_hints
+from application.hints import SECOND_ROUND_S, send_hints
 from application.ports import (
     Clock,
     ConnectionStore,
@@ -202,10 +203,14 @@ class Worker:
         """Hint the connections handed over at shutdown as they are released, each send
         carrying what was released since the last: the fleet does not wait for the slowest
         drain (the AWS fleet bench: the first of 9 was released 0.26 s before the last, and
-        its hint waited for it). Returns once `stopped` is set and everything is sent.
+        its hint waited for it). Each batch goes out a second time `SECOND_ROUND_S` after it
+        was sent (application/hints.py: a worker killed lately may have left a long poll that
+        catches the first). Returns once `stopped` is set and everything is sent, twice.
         Records, per connection hinted, how long after the shutdown began (`began`,
         monotonic) it was released and hinted: this worker's part of the handoff."""
+        clock = self.ctx.clock
         sent = 0
+        second_rounds: list[tuple[float, list[str]]] = []  # (when due, monotonic; the batch)
         changed = self.sessions.handed_over_changed
         while True:
             changed.clear()
@@ -217,13 +222,26 @@ class Worker:
                 except ApplicationError as exc:
                     log.warning("handoff hints not sent (reconciliation will find them): %s", exc)
                 else:
-                    took_ms = (self.ctx.clock.monotonic() - began) * 1000
+                    took_ms = (clock.monotonic() - began) * 1000
                     for _ in batch:
                         self.ctx.metrics.timing(HANDOFF_LATENCY_MS, took_ms)
+                    second_rounds.append((clock.monotonic() + SECOND_ROUND_S, batch))
                 continue
-            if stopped.is_set():
+            if second_rounds and second_rounds[0][0] <= clock.monotonic():
+                _, batch = second_rounds.pop(0)
+                try:
+                    await self.ctx.queue.send(batch, copy=True)
+                except ApplicationError as exc:
+                    log.info("%d handoff hint(s) went out once: %s", len(batch), exc)
+                continue
+            if stopped.is_set() and not second_rounds:
                 return
-            await first_completed(changed.wait(), stopped.wait())
+            waits: list[Awaitable[object]] = [changed.wait()]
+            if not stopped.is_set():
+                waits.append(stopped.wait())
+            if second_rounds:
+                waits.append(clock.sleep(second_rounds[0][0] - clock.monotonic()))
+            await first_completed(*waits)
 
     async def _end_session(self, reason: str) -> None:
         """Whatever was not released (a hand-back that failed) is an orphan at once."""

@@ -71,11 +71,13 @@ class SimQueue(InMemoryNotificationQueue):
                 waiter.set_result(None)
                 n -= 1
 
-    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+    async def send(
+        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+    ) -> None:
         check_delay(delay_s)
         now = self._clock.monotonic()
         for cid in connection_ids:
-            hint = _Hint(cid, delayed=delay_s > 0)
+            hint = _Hint(cid, delayed=copy)
             if delay_s:
                 self._hide(hint, now + delay_s)
             else:

@@ -1,6 +1,6 @@
 """The backend a command runs on: its settings (from the environment the flags were written
 into, see options.py), what the command needs of it, and its container (entrypoints/
-backends.py, the registry).
+backends.py, the registry), or, for a command that only reads, its read side.
 
 The data directory of the embedded backend: commands that write (`worker`, `api`, `start`,
 `demo`) create the directory itself when it is missing, never its parents (a missing parent is
@@ -18,7 +18,6 @@ from typing import Any
 
 from application.errors import ConfigurationError
 from entrypoints.backends import backend_of, load, new_container
-from entrypoints.containers import shutdown
 from entrypoints.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
@@ -112,7 +111,10 @@ def _warn_if_shared(path: Path) -> None:
 
 @asynccontextmanager
 async def open_backend(settings: Settings) -> AsyncIterator[Any]:
-    """The backend's container; every resource it opened is closed on exit."""
+    """The backend's container; every resource it opened is closed on exit. A command that only
+    reads opens the backend's read side instead (entrypoints/read_side/: no container)."""
+    from entrypoints.containers import shutdown  # the composition root: only when asked
+
     container = new_container(settings)
     try:
         yield container

@@ -1,7 +1,9 @@
 """The operator commands: `start`, `stop`, `status`, `history`.
 
 START and STOP go through the same EventRouter as the Lambda and the local API (validation,
-SSRF rules, idempotency, the hint after a START); `status` and `history` read the store. With
+SSRF rules, idempotency, the hint after a START), from the backend's container; `status` and
+`history` read the store, from the backend's read side (entrypoints/read_side/: no container,
+so they answer without the worker's imports). With
 `--json`, each prints the document the HTTP API would answer (the same views), for scripts.
 """
 
@@ -10,20 +12,23 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from adapters.system.clock import SystemClock
 from application.errors import ConfigurationError
 from application.router import CommandOutcome, EventRouter
 from application.worker.session_keeper import SESSION_SEPARATOR
-from domain import ConnectionNotFound
+from domain import ConnectionNotFound, validate_connection_id
 from domain.codec import event_to_dict
 from entrypoints.api.views import connection_view, event_view, session_view
 from entrypoints.cli import tables
 from entrypoints.cli.backend import command_settings, open_backend
-from entrypoints.containers import provide
+from entrypoints.read_side import open_read_side
 
 EXIT_OK = 0
 
 
 async def start(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from entrypoints.containers import provide  # the composition root: for the writes only
+
     settings = command_settings(env, writes=True, needs_queue=True)
     async with open_backend(settings) as container:
         router: EventRouter = await provide(container.core.router)
@@ -33,6 +38,8 @@ async def start(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 async def stop(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from entrypoints.containers import provide
+
     settings = command_settings(env, writes=False, needs_queue=True)
     async with open_backend(settings) as container:
         router: EventRouter = await provide(container.core.router)
@@ -56,12 +63,11 @@ async def status(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         return await watch(args, env)
     args.limit = args.limit or STATUS_LIMIT
     settings = command_settings(env, writes=False)
-    async with open_backend(settings) as container:
-        store = await provide(container.store)
-        clock = container.core.clock()
+    async with open_read_side(settings) as backend:
+        store = await backend.store()
         connections = await store.list_connections(limit=args.limit)
         sessions = await store.list_sessions()
-        now_ms = clock.now_ms()
+        now_ms = SystemClock().now_ms()
     if args.json:
         lookup = {s.session_id: s for s in sessions}
         views = [connection_view(c, now_ms, lookup) for c in connections]
@@ -87,9 +93,9 @@ async def history(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     settings = command_settings(env, writes=False)
     if SESSION_SEPARATOR in args.connection_id:  # never in a connection id
         return await _session_history(args.connection_id, settings, args.json)
-    async with open_backend(settings) as container:
-        router: EventRouter = await provide(container.core.router)
-        events = await router.history(args.connection_id)
+    validate_connection_id(args.connection_id)  # as the router's history does
+    async with open_read_side(settings) as backend:
+        events = await (await backend.store()).history(args.connection_id)
     if not events:
         raise ConnectionNotFound(f"connection {args.connection_id!r} was never started")
     if args.json:
@@ -102,9 +108,8 @@ async def history(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 async def _session_history(session_id: str, settings: Any, as_json: bool) -> int:
-    async with open_backend(settings) as container:
-        router: EventRouter = await provide(container.core.router)
-        events = await router.session_history(session_id)
+    async with open_read_side(settings) as backend:
+        events = await (await backend.store()).session_history(session_id)
     if not events:
         raise ConnectionNotFound(f"worker session {session_id!r} is unknown")
     if as_json:

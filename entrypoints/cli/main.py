@@ -1,7 +1,10 @@
 """`wsfleet`: the command line. One parser, one backend switch, one place for exit codes.
 
-Command modules are imported when their command runs (they load every adapter, about a second),
-so `--help` and usage errors answer at once.
+Command modules are imported when their command runs, and a dev command's module only when the
+command line names it (or asks for help), so that `--help`, usage errors and the read-only
+commands (`messages`, `status`, `history`) answer without importing the worker, the dev
+tooling or another backend's adapters (tests/e2e/test_cli_import_path.py lists what they must
+not import).
 """
 
 import argparse
@@ -12,8 +15,6 @@ import re
 import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
-
-from botocore.exceptions import BotoCoreError, ClientError
 
 from application.errors import ApplicationError, ConfigurationError
 from application.ports.sink import MAX_SEQ
@@ -59,7 +60,9 @@ Handler = Callable[[argparse.Namespace, Mapping[str, str]], Coroutine[Any, Any, 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,48}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; a dev command's own arguments (its module imported) only where `argv`
+    (default: sys.argv) may name it or asks for help."""
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
         prog="wsfleet", description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter
@@ -209,8 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
         "within a minute, up to 30 [1]",
     )
 
+    words = set(sys.argv[1:] if argv is None else argv)
+    wanted = not words or bool(words & {"-h", "--help"})
     for name, (package, backend) in DEV_COMMANDS.items():
-        if dev_tooling.installed(package):
+        if not (wanted or name in words):  # never parsed: a stand-in keeps it in the list
+            command(name, "(wsfleet-dev)", None, backend=False)
+        elif dev_tooling.installed(package):
             dev = importlib.import_module(f"{package}.cli")
             dev.add_arguments(command(name, dev.DESCRIPTION, None, backend))
         else:  # takes any arguments (no option prefix), refused in main() with what to install
@@ -222,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     env = os.environ if environ is None else environ
     name = f"wsfleet {args.command}"
@@ -253,9 +260,18 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     except ApplicationError as exc:  # the store, queue or sink did not answer
         print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except (BotoCoreError, ClientError) as exc:  # AWS refused (missing table, no access...)
+    except Exception as exc:
+        if not _aws_error(exc):
+            raise
         print(f"{name}: AWS error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _aws_error(exc: Exception) -> bool:
+    """AWS refused (a missing table, no access...). botocore is not imported for it: a process
+    that never imported botocore cannot have raised its errors."""
+    errors = sys.modules.get("botocore.exceptions")
+    return errors is not None and isinstance(exc, (errors.BotoCoreError, errors.ClientError))
 
 
 def _handler(ref: str) -> Handler:

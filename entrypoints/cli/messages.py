@@ -4,7 +4,9 @@ One line per message in seq order: `seq`, the time it was received (UTC), the wo
 that received it, and its data; `--json` prints one JSON object per line (JSON Lines) with every
 stored field. `--follow` keeps reading every `--interval` seconds and prints what arrived, from
 the seq after the last one printed, until Ctrl-C. Read in pages of `--page`, so the first page
-of a long stream prints without reading the rest.
+of a long stream prints without reading the rest. It opens the backend's read side, not its
+container (entrypoints/read_side/), so the first page is not kept waiting for the worker's
+imports.
 """
 
 import argparse
@@ -13,21 +15,21 @@ import datetime
 import json
 from collections.abc import Mapping
 
-from application.ports import MessageReader, StoredMessage
+from application.ports import StoredMessage
 from domain import ConnectionNotFound
-from entrypoints.cli.backend import command_settings, open_backend
-from entrypoints.containers import provide
+from entrypoints.cli.backend import command_settings
+from entrypoints.read_side import open_read_side
 
 EXIT_OK = 0
 
 
 async def messages(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     settings = command_settings(env, writes=False)
-    async with open_backend(settings) as container:
-        store = await provide(container.store)
+    async with open_read_side(settings) as backend:
+        store = await backend.store()
         if await store.get(args.connection_id) is None:
             raise ConnectionNotFound(f"connection {args.connection_id!r} was never started")
-        reader: MessageReader = await provide(container.reader)
+        reader = await backend.reader()
         next_seq = args.from_seq
         while True:
             page = await reader.messages(args.connection_id, next_seq, args.page)

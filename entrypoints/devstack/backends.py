@@ -102,6 +102,22 @@ class LocalDeployment:
         return None if self._rewrites is None else await self._rewrites()
 
 
+async def _deployment(container: Any, judged: Any, **fields: Any) -> LocalDeployment:
+    """The caller's view through `container`: the router, the store and the queue it provides,
+    and, when `judged` (a sink provider) is given, that sink's `read`, `seqs` and `rewrites`
+    for a judge (else `fields` name them); `fields` are the rest of the deployment."""
+    if judged is not None:
+        sink = await provide(judged)
+        fields |= {"read": sink.read, "seqs": sink.seqs, "rewrites": sink.rewrites}
+    return LocalDeployment(
+        container=container,
+        router=await provide(container.core.router),
+        store=await provide(container.store),
+        queue=await provide(container.queue),
+        **fields,
+    )
+
+
 @asynccontextmanager
 async def open_embedded(
     data_dir: Path, settings: Mapping[str, str] | None = None
@@ -111,20 +127,14 @@ async def open_embedded(
     env = {PREFIX + "BACKEND": "embedded", PREFIX + "DATA_DIR": str(data_dir)}
     container = EmbeddedContainer(settings=load_settings({**(settings or {}), **env}))
     try:
-        sink = await provide(container.sink)
-        yield LocalDeployment(
+        yield await _deployment(
+            container,
+            container.sink,
             name="embedded",
             engine="SQLite",
             where=f"SQLite in {data_dir}",
             env=env,
-            container=container,
-            router=await provide(container.core.router),
-            store=await provide(container.store),
-            queue=await provide(container.queue),
             sink_max_batch=SQLITE_MAX_BATCH,
-            read=sink.read,
-            seqs=sink.seqs,
-            rewrites=sink.rewrites,
             data_dir=data_dir,
         )
     finally:
@@ -211,15 +221,13 @@ async def open_aws(
             read = functools.partial(read_messages, dynamodb, tables.messages)
             seqs = DynamoDbMessageReader(dynamodb, tables.messages).seqs
 
-        yield LocalDeployment(
+        yield await _deployment(
+            container,
+            None,
             name="aws",
             engine=aws.engine if aws else "an AWS emulator",
             where=aws.describe() if aws else f"DynamoDB and SQS at {endpoint}",
             env=env,
-            container=container,
-            router=await provide(container.core.router),
-            store=await provide(container.store),
-            queue=await provide(container.queue),
             sink_max_batch=KINESIS_MAX_BATCH if sink == "kinesis" else DYNAMODB_MAX_BATCH,
             read=read,
             seqs=seqs,
@@ -264,20 +272,14 @@ async def open_postgres_at(
     env = {PREFIX + "BACKEND": "postgres", PREFIX + "POSTGRES_URL": url}
     container = PostgresContainer(settings=load_settings({**(settings or {}), **env}))
     try:
-        sink = await provide(container.postgres_messages)
-        yield LocalDeployment(
+        yield await _deployment(
+            container,
+            container.postgres_messages,
             name="postgres",
             engine="PostgreSQL",
             where="a PostgreSQL database",
             env=env,
-            container=container,
-            router=await provide(container.core.router),
-            store=await provide(container.store),
-            queue=await provide(container.queue),
             sink_max_batch=POSTGRES_MAX_BATCH,
-            read=sink.read,
-            seqs=sink.seqs,
-            rewrites=sink.rewrites,
             postgres_url=url,
             sink="postgres",
         )

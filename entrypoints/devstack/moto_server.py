@@ -10,9 +10,15 @@ so two racing conditional writers can both win a lease; measured: 8 of 150 round
 had 2-3 winners), and serving its requests one at a time restores per-item atomicity at the
 cost of every concurrency the tests would otherwise exercise.
 
+Kinesis requests are always served one at a time: moto's shard gives a put record "the highest
+sequence number + 1" unlocked (its own comment: not safe for concurrency), so two PutRecords at
+once can get the same number and the second replaces the first. Measured: 6,200 records put
+side by side, 6,199 read back; a 1,000 msg/s demo on the Kinesis sink lost 23 messages of one
+connection, stored by its worker with their checkpoint. The service has no such race.
+
 Always: moto's duplicate `Server` header is dropped (aiohttp refuses it in asyncio debug mode),
-and request bodies are read before a request is served (with the lock, a client frozen half-way
-through sending would otherwise hold every other client's DynamoDB calls).
+and request bodies are read before a request is served (with a lock, a client frozen half-way
+through sending would otherwise hold every other client's calls to that service).
 """
 
 import argparse
@@ -27,18 +33,21 @@ from typing import Any
 WsgiApp = Callable[..., Iterable[bytes]]
 
 
-class OneDynamoDbRequestAtATime:
-    """WSGI middleware: DynamoDB requests one at a time, everything else (SQS long polls)
-    concurrently."""
+class OneRequestAtATime:
+    """WSGI middleware: the requests of the services named (by their X-Amz-Target prefix, e.g.
+    "DynamoDB_") one at a time, each service under a lock of its own; everything else (SQS
+    long polls) concurrently."""
 
-    def __init__(self, app: WsgiApp) -> None:
+    def __init__(self, app: WsgiApp, targets: Iterable[str]) -> None:
         self._app = app
-        self._lock = threading.Lock()
+        self._locks = {target: threading.Lock() for target in targets}
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
-        if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        lock = next((lk for prefix, lk in self._locks.items() if target.startswith(prefix)), None)
+        if lock is None:
             return self._app(environ, start_response)
-        with self._lock:
+        with lock:
             return list(self._app(environ, start_response))  # the whole response, locked
 
 
@@ -87,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     wsgi = server._server
     assert wsgi is not None  # start() returns once it exists
     app = without_duplicate_server_header(wsgi.app)
-    if args.serialize_dynamodb:
-        app = OneDynamoDbRequestAtATime(app)
+    serialized = ["Kinesis_", *(["DynamoDB_"] if args.serialize_dynamodb else [])]
+    app = OneRequestAtATime(app, serialized)
     wsgi.app = whole_body_first(app)
     host, port = server.get_host_and_port()
     print(f"moto listening on http://{host}:{port}", flush=True)

@@ -28,7 +28,7 @@ import signal
 import stat
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from importlib import util as importlib_util
 from pathlib import Path
@@ -217,8 +217,14 @@ def _initdb(bin_dir: Path, root: Path, user: str | None) -> tuple[Path, str]:
     return data_dir, password
 
 
-def server_command(bin_dir: Path, data_dir: Path, port: int, host: str = "127.0.0.1") -> list[str]:
-    settings = {**SETTINGS, "listen_addresses": host}
+def server_command(
+    bin_dir: Path,
+    data_dir: Path,
+    port: int,
+    host: str = "127.0.0.1",
+    extra: Mapping[str, str] | None = None,
+) -> list[str]:
+    settings = {**SETTINGS, **(extra or {}), "listen_addresses": host}
     options = [arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")]
     return [str(bin_dir / "postgres"), "-D", str(data_dir), "-p", str(port), *options]
 
@@ -231,11 +237,13 @@ def local_postgres(
     *,
     host: str = "127.0.0.1",
     launcher: Sequence[str] = (),
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[LocalPostgres]:
     """Makes a cluster, serves it until the block ends, then stops it and removes it.
     `host`: the address it listens on; `launcher`: where it runs (`Network.launcher(host)`
-    of netns.py; the cluster is made here, its files are the same). Raises ServiceError if
-    the binaries are missing or the server does not start."""
+    of netns.py; the cluster is made here, its files are the same); `settings`: server
+    settings over SETTINGS (a benchmark's `log_statement`). Raises ServiceError if the
+    binaries are missing or the server does not start."""
     found = locate(bin_dir)
     if isinstance(found, str):
         raise ServiceError(found)
@@ -248,7 +256,7 @@ def local_postgres(
             # initdb lets in loopback clients only; on a LAN of its own (netns.py) its hosts.
             with (data_dir / "pg_hba.conf").open("a") as hba:
                 hba.write("host all all samenet scram-sha-256\n")
-        process, port = _serve(found, data_dir, log_dir, user, attempts, host, launcher)
+        process, port = _serve(found, data_dir, log_dir, user, attempts, host, launcher, settings)
         try:
             yield LocalPostgres(
                 host, port, password, data_dir, found, _version(found), process=process
@@ -267,10 +275,11 @@ def _serve(
     attempts: int,
     host: str,
     launcher: Sequence[str],
+    settings: Mapping[str, str] | None = None,
 ) -> tuple[ServerProcess, int]:
     for attempt in range(attempts):
         port = free_port()
-        argv = server_command(bin_dir, data_dir, port, host)
+        argv = server_command(bin_dir, data_dir, port, host, settings)
         process = ServerProcess(argv, log_dir, user, launcher)
         try:
             process.start()
@@ -285,10 +294,14 @@ def _serve(
 
 @asynccontextmanager
 async def open_local_postgres(
-    log_dir: Path, *, host: str = "127.0.0.1", launcher: Sequence[str] = ()
+    log_dir: Path,
+    *,
+    host: str = "127.0.0.1",
+    launcher: Sequence[str] = (),
+    settings: Mapping[str, str] | None = None,
 ) -> AsyncIterator[LocalPostgres]:
     """`local_postgres` for an event loop: starting and stopping block, so they run on a thread."""
-    manager = local_postgres(log_dir, host=host, launcher=launcher)
+    manager = local_postgres(log_dir, host=host, launcher=launcher, settings=settings)
     server = await asyncio.to_thread(manager.__enter__)
     try:
         yield server

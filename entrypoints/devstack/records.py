@@ -4,7 +4,7 @@ fault's time in the runner and these timestamps: the same host, the same clock."
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 Record = Mapping[str, Any]
@@ -18,6 +18,33 @@ def connects_since(record: Record, since_ms: int) -> list[int]:
     return sorted(
         c["connected_at_ms"] for c in record["connections"] if c["connected_at_ms"] >= since_ms
     )
+
+
+def moves_per_fault(
+    faults: Sequence[Mapping[str, Any]],
+    streams: Mapping[str, Record | None],
+    ended_ms: int,
+    kinds: Collection[str],
+) -> dict[str, dict[str, int]]:
+    """Per kind of fault that ends a worker (each fault with "kind", "at_ms" and the
+    "connections" the worker held; those of `kinds` are counted): how many were subscribed to
+    again, and how many more than once, before the next fault of any kind (or the fault's
+    "moves_until_ms"). A second subscription is a second move: placement, then balancing."""
+    out: dict[str, dict[str, int]] = {}
+    timed = sorted(faults, key=lambda f: f["at_ms"])
+    for fault, after in zip(timed, [*timed[1:], None], strict=True):
+        if fault["kind"] not in kinds:
+            continue
+        until = ended_ms if after is None else after["at_ms"]
+        until = min(until, fault.get("moves_until_ms", until))
+        counts = out.setdefault(fault["kind"], {"moved": 0, "moved_twice": 0, "most": 0})
+        for cid in fault["connections"]:
+            record = streams.get(cid) or {"connections": []}
+            connects = [t for t in connects_since(record, fault["at_ms"]) if t < until]
+            counts["moved"] += 1
+            counts["moved_twice"] += len(connects) > 1
+            counts["most"] = max(counts["most"], len(connects))
+    return out
 
 
 def first_connect_since(record: Record | None, since_ms: int) -> int | None:

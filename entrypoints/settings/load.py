@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-import botocore.session
 
 from application.config import WorkerConfig
 from application.errors import ConfigurationError
@@ -222,13 +221,22 @@ def _require_aws(settings: Settings, env: Mapping[str, str]) -> None:
         problems.append(f"{PREFIX}QUEUE_URL: required when the backend is aws (an SQS URL)")
     # The SDK may still find a region in a profile (~/.aws/config); that reads no network.
     configured = settings.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-    if not configured and not botocore.session.Session().get_config_variable("region"):
+    if not configured and not _profile_region():
         problems.append(
             f"{PREFIX}REGION: required when the backend is aws and no AWS_REGION, "
             "AWS_DEFAULT_REGION or profile region is set"
         )
     if problems:
         raise SettingsError(problems)
+
+
+def _profile_region() -> str | None:
+    """The region of the AWS profile, if any; botocore imported only then (it costs the
+    commands that never get here a tenth of a second)."""
+    import botocore.session
+
+    region: str | None = botocore.session.Session().get_config_variable("region")
+    return region
 
 
 def _unknown_variables(env: Mapping[str, str]) -> list[str]:

@@ -11,10 +11,13 @@ import attrs
 
 from adapters.cloudwatch.schema import DEFAULT_NAMESPACE
 from adapters.dynamodb import schema
-from adapters.postgres.db import DEFAULT_POOL_SIZE
+from adapters.postgres.defaults import DEFAULT_POOL_SIZE
 from adapters.sqs.schema import MAX_VISIBILITY_TIMEOUT_S
-from adapters.websocket import WebSocketOptions
-from adapters.websocket.tls_buffer import MAX_TLS_READ_BUFFER, MIN_TLS_READ_BUFFER
+from adapters.websocket.options import (
+    MAX_TLS_READ_BUFFER,
+    MIN_TLS_READ_BUFFER,
+    WebSocketOptions,
+)
 from application.config import WorkerConfig
 from entrypoints.backends import NAMES as BACKEND_NAMES
 from entrypoints.settings.kinds import (
@@ -386,7 +389,8 @@ _POSTGRES = (
         Number(integer=True, minimum=1, maximum=1000),
         DEFAULT_POOL_SIZE,
         "Database connections each process keeps (one pool per process, shared by the store, "
-        "the hint queue and the sink), plus one for the queue's LISTEN; every statement is "
+        "the hint queue and the sink), plus one for the worker session's renewals and one for the "
+        "queue's LISTEN; every statement is "
         "short, so a few serve thousands of connections. The server's `max_connections` must "
         "cover every process's pool.",
         BOTH,

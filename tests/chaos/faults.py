@@ -133,7 +133,7 @@ async def rolling_restart(run: ChaosRun) -> None:
     """A deployment: for each worker, a new one starts, then the old one gets SIGTERM."""
     for old in list(run.serving()):
         await run.add_worker()
-        sent = run.term(old)
+        sent = await run.term(old)
         run.stats.fault("SIGTERM (rolling)")
         await run.wait_covered("handoff (SIGTERM)", sent, HANDOFF_BOUND_S)
         code = await run.exited(old)
@@ -153,12 +153,14 @@ async def freeze(
     held = await run.owned_by(victim)
     stopped = run.freeze(victim)
     run.stats.fault("SIGSTOP > lease")
-    locks = run.backend.write_locks_held(victim.child.pid)
+    locks = await run.backend.write_locks_held(victim.child.pid)
     if "store" in locks:
-        # Frozen inside a store transaction (embedded): it holds the host's one SQLite write
-        # lock, so no worker can renew or take anything until it resumes. What must hold:
-        # everyone fences in time (the judge sees no second owner), and all recovers after.
-        run.stats.fault("SIGSTOP holding the SQLite store's write lock")
+        # Frozen inside a store transaction: on embedded it holds the host's one SQLite write
+        # lock, so no worker can renew or take anything until it resumes; on postgres its row
+        # locks (its own session's row, mid-renew) hold up the takeovers of its connections.
+        # What must hold: everyone fences in time (the judge sees no second owner), and all
+        # recovers after.
+        run.stats.fault(f"SIGSTOP holding the {run.backend.name} store's write lock")
         run.notes.append(f"{victim.name} was frozen holding the store's write lock")
         await asyncio.sleep(FREEZE_S)
     else:
@@ -485,7 +487,7 @@ async def join_during_faults(run: ChaosRun, *, joining: int = 2) -> None:
     if moved:
         run.violation(f"a balanced fleet still moved {moved} (oscillation)")
     for newcomer in newcomers:
-        sent = run.term(newcomer)
+        sent = await run.term(newcomer)
         run.stats.fault("SIGTERM (scale-in)")
         await run.wait_covered("handoff (SIGTERM)", sent, HANDOFF_BOUND_S)
         code = await run.exited(newcomer)

@@ -22,7 +22,7 @@ import attrs
 
 from application.worker.session_keeper import worker_of
 from domain import DesiredState, LeaseReleased, LeaseTakenOver
-from entrypoints.devstack.records import wall_ms
+from entrypoints.devstack.records import moves_per_fault, wall_ms
 from entrypoints.devstack.simulator import SimulatorProcess
 from entrypoints.devstack.workers import WorkerProcess
 from tests.chaos.backends import BALANCE_ON, CONFIG, Backend, timing_env
@@ -76,12 +76,18 @@ class Freeze:
     continued_ms: int
 
 
+# The marks that end a fault's window for counting moves (`ChaosRun.moves`).
+WINDOW_ENDS = frozenset({"SIGKILL", "SIGTERM", "SIGSTOP", "faults set"})
+
+
 @attrs.define
 class Stats:
     faults: dict[str, int] = attrs.Factory(dict)
     recoveries: dict[str, list[float]] = attrs.Factory(dict)
     checks: int = 0
     duplicates: int = 0  # copies a stream sink holds (its reader drops them)
+    # Per SIGKILL / SIGTERM: connections held, moved more than once, most moves of one.
+    moves: dict[str, dict[str, int]] = attrs.Factory(dict)
 
     def fault(self, kind: str) -> None:
         self.faults[kind] = self.faults.get(kind, 0) + 1
@@ -107,6 +113,8 @@ class ChaosRun:
         self.stop_times: dict[str, list[int]] = {}  # accepted STOPs
         self.timeline: list[Mark] = []
         self.freezes: list[Freeze] = []
+        # The faults that ended a worker, with what it held (`moves`).
+        self.endings: list[dict[str, Any]] = []
         self.violations: list[str] = []
         # Connections named by a coverage violation: the evidence prints their histories.
         self.suspects: set[str] = set()
@@ -185,19 +193,38 @@ class ChaosRun:
         return {w.worker_id: w.name for w in self.workers.values()}
 
     async def kill(self, handle: WorkerHandle) -> int:
+        held = await self.owned_by(handle)
         at = self.mark("SIGKILL", handle.name)
         handle.gone = True
         handle.child.signal(signal.SIGKILL)
+        self.endings.append({"kind": "SIGKILL", "at_ms": at, "connections": sorted(held)})
         await handle.child.wait(10)
         return at
 
-    def term(self, handle: WorkerHandle) -> int:
+    async def term(self, handle: WorkerHandle) -> int:
         """SIGTERM, without waiting (a worker hands over long before it exits: its last long
         poll may still be running). Returns when it was sent."""
+        held = await self.owned_by(handle)
         at = self.mark("SIGTERM", handle.name)
         handle.gone = True
         handle.child.signal(signal.SIGTERM)
+        self.endings.append({"kind": "SIGTERM", "at_ms": at, "connections": sorted(held)})
         return at
+
+    async def moves(self, faults: int) -> dict[str, dict[str, int]]:
+        """Of the first `faults` SIGKILLs and SIGTERMs (the schedule's, not the final stop's):
+        the connections the worker held, and how many of them moved more than once before the
+        next fault (a crash's window includes its replacement's start: a share it takes by
+        balancing counts as a second move)."""
+        records = await self.records()
+        # Each window ends at the next fault of any kind: a freeze or a store fault moves
+        # connections of its own.
+        bounds = sorted(m.at_ms for m in self.timeline if m.what in WINDOW_ENDS)
+        counted = [
+            {**f, "moves_until_ms": next((at for at in bounds if at > f["at_ms"]), now_ms())}
+            for f in self.endings[:faults]
+        ]
+        return moves_per_fault(counted, records, now_ms(), ("SIGKILL", "SIGTERM"))
 
     async def exited(self, handle: WorkerHandle) -> int:
         code = await handle.child.wait(CONFIG.shutdown_budget_s + 10)
@@ -206,7 +233,7 @@ class ChaosRun:
 
     async def terminate(self, handle: WorkerHandle) -> tuple[int, int]:
         """SIGTERM and wait: (time sent, exit code)."""
-        at = self.term(handle)
+        at = await self.term(handle)
         return at, await self.exited(handle)
 
     def freeze(self, handle: WorkerHandle) -> int:

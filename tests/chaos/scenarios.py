@@ -15,6 +15,7 @@ from pathlib import Path
 import attrs
 
 from entrypoints.devstack.aws import LocalAws
+from entrypoints.devstack.postgres import LocalPostgres
 from tests.chaos import faults
 from tests.chaos.backends import new_backend
 from tests.chaos.harness import ChaosAbort, ChaosRun, Stats
@@ -108,21 +109,27 @@ async def execute(
     schedule: Schedule,
     aws: LocalAws | None = None,
     *,
+    postgres: LocalPostgres | None = None,
     balance: bool = True,
 ) -> Outcome:
-    """One run; `aws` is the session's local AWS (needed by the aws backend only). `balance`:
-    workers balance where the backend allows it (tests/chaos/backends.py, BALANCE_ON)."""
-    run = ChaosRun(new_backend(backend_name, aws), run_dir, rate=RATE, seed=seed, balance=balance)
+    """One run; `aws` is the session's local AWS (needed by the aws backend only), `postgres`
+    its PostgreSQL server (the postgres backend's). `balance`: workers balance where the
+    backend allows it (tests/chaos/backends.py, BALANCE_ON)."""
+    backend = new_backend(backend_name, aws, postgres)
+    run = ChaosRun(backend, run_dir, rate=RATE, seed=seed, balance=balance)
     verdict = Verdict()
     try:
         await run.open()
         emitted: dict[str, int] = {}
+        scheduled = 0  # the faults that ended a worker before the final stop
         try:
             await schedule(run)
+            scheduled = len(run.endings)
             emitted = await faults.finish(run)
         except ChaosAbort:
             pass  # the violation is recorded; judge what happened so far
         verdict = await judge(run, emitted)
+        run.stats.moves = await run.moves(scheduled or len(run.endings))
         verdict.notes[:0] = run.notes
         outcome = Outcome(backend_name, seed, run.stats, verdict, run.violations)
         if not outcome.ok:

@@ -114,6 +114,13 @@ class SocketOwners:
         return result
 
 
+def local_ports(pid: int, remote_port: int) -> set[int]:
+    """The local ports of `pid`'s TCP sockets connected to 127.0.0.1:`remote_port` now."""
+    owners = SocketOwners(remote_port)
+    ports = owners._ports_by_inode()
+    return {ports[inode] for inode in _socket_inodes(pid) if inode in ports}
+
+
 def _socket_inodes(pid: int) -> list[str]:
     inodes: list[str] = []
     try:

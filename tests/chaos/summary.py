@@ -25,6 +25,7 @@ def totals(outcomes: list["Outcome"]) -> dict[str, Any]:
                 "faults": o.stats.faults,
                 "recoveries": o.stats.recoveries,
                 "stream_copies": o.stats.duplicates,
+                "moves": o.stats.moves,
             }
             for o in outcomes
         ]
@@ -34,7 +35,13 @@ def totals(outcomes: list["Outcome"]) -> dict[str, Any]:
 def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
     faults: dict[str, int] = {}
     recoveries: dict[str, list[float]] = {}
+    moves: dict[str, dict[str, int]] = {}
     for part in parts:
+        for kind, counts in part.get("moves", {}).items():
+            total = moves.setdefault(kind, {"moved": 0, "moved_twice": 0, "most": 0})
+            total["moved"] += counts["moved"]
+            total["moved_twice"] += counts["moved_twice"]
+            total["most"] = max(total["most"], counts["most"])
         for kind, n in part["faults"].items():
             faults[kind] = faults.get(kind, 0) + n
         for kind, seconds in part["recoveries"].items():
@@ -47,6 +54,7 @@ def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "faults": faults,
         "recoveries": recoveries,
         "stream_copies": sum(p.get("stream_copies", 0) for p in parts),
+        "moves": moves,
     }
 
 
@@ -65,6 +73,11 @@ def write(terminalreporter: pytest.TerminalReporter, parts: list[dict[str, Any]]
         line(f"copies in a stream sink (replayed after a checkpoint): {total['stream_copies']}")
     for kind in sorted(faults):
         line(f"  {faults[kind]:5d} x {kind}")
+    if total["moves"]:
+        line("moves per fault (of the connections the worker held):")
+        for kind, m in sorted(total["moves"].items()):
+            twice, most = m["moved_twice"], m["most"]
+            line(f"  {kind}: {m['moved']} held, {twice} moved more than once (most {most})")
     line("recovery (worst observed, seconds; n = times measured):")
     for kind in sorted(recoveries):
         seconds = recoveries[kind]

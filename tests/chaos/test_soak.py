@@ -1,8 +1,9 @@
 """The chaos soak (`make chaos`, never part of `make test`): consecutive runs alternating the
-two backends, each a fresh deployment under random faults — alone and overlapping — for
-CHAOS_RUN_MINUTES, until CHAOS_MINUTES have passed; every run is judged in full. The numbers
-(runs, faults, checks, worst recovery per fault) are printed at the end and written as JSON to
-CHAOS_REPORT (default build/chaos-soak.json)."""
+backends (CHAOS_BACKENDS, default aws, embedded and postgres), each a fresh deployment under
+random faults — alone and overlapping — for CHAOS_RUN_MINUTES, until CHAOS_MINUTES have
+passed; every run is judged in full. The numbers (runs, faults, checks, worst recovery per
+fault) are printed at the end and written as JSON to CHAOS_REPORT (default
+build/chaos-soak.json)."""
 
 import json
 import os
@@ -24,7 +25,7 @@ pytestmark = [
 
 MINUTES = float(os.environ.get("CHAOS_MINUTES", "10"))
 RUN_MINUTES = float(os.environ.get("CHAOS_RUN_MINUTES", "2.5"))
-BACKENDS = os.environ.get("CHAOS_BACKENDS", "aws,embedded").split(",")
+BACKENDS = os.environ.get("CHAOS_BACKENDS", "aws,embedded,postgres").split(",")
 FAULTS = [name for name in os.environ.get("CHAOS_FAULTS", "").split(",") if name]
 
 
@@ -32,6 +33,7 @@ async def test_soak_keeps_every_promise_under_repeated_mixed_faults(
     tmp_path: Path, chaos_outcomes: list[Outcome], request: pytest.FixtureRequest
 ) -> None:
     aws = request.getfixturevalue("aws_session") if "aws" in BACKENDS else None
+    postgres = request.getfixturevalue("postgres_server") if "postgres" in BACKENDS else None
     unknown = set(FAULTS) - set(SOAK_MENU)
     assert not unknown, f"CHAOS_FAULTS: unknown {sorted(unknown)}; choose from {sorted(SOAK_MENU)}"
     deadline = time.monotonic() + MINUTES * 60
@@ -44,7 +46,8 @@ async def test_soak_keeps_every_promise_under_repeated_mixed_faults(
         run_dir = tmp_path / f"run{len(runs):03d}-{backend}"
         run_dir.mkdir()
         seed = seeds.randrange(1_000_000)
-        outcome = await execute(backend, run_dir, seed, soak_schedule(minutes, FAULTS), aws)
+        schedule = soak_schedule(minutes, FAULTS)
+        outcome = await execute(backend, run_dir, seed, schedule, aws, postgres=postgres)
         runs.append(outcome)
         chaos_outcomes.append(outcome)
         if not outcome.ok:

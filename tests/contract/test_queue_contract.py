@@ -166,24 +166,39 @@ async def test_sending_nothing_is_a_no_op(queue: QueueUnderTest) -> None:
     assert await queue.queue.receive(max_messages=10, wait_s=0) == []
 
 
-async def test_a_delayed_hint_is_received_by_nobody_until_its_delay_has_passed_and_says_so(
+async def test_a_delayed_copy_is_received_by_nobody_until_its_delay_has_passed_and_says_so(
     queue: QueueUnderTest,
 ) -> None:
     sent_at = time.monotonic()
-    await queue.queue.send(["conn-later"], delay_s=2)
+    await queue.queue.send(["conn-later"], delay_s=2, copy=True)
     await queue.queue.send(["conn-now"])
 
     now = await receive_all(queue, expected=1)
     assert ids_of(now) == ["conn-now"]
-    assert not now[0].delayed
+    assert not now[0].copy
     await queue.queue.delete([d.receipt for d in now])
     [later] = await receive_all(queue, expected=1)
     assert later.connection_id == "conn-later"
-    assert later.delayed  # said, so that a consumer can treat it as the copy it is
+    assert later.copy  # said, so that a consumer can treat it as the copy it is
     # A lower bound only (a slow machine delivers later, never earlier); SQS counts from its
     # own receipt of the send, which is after `sent_at`.
     assert time.monotonic() - sent_at >= 2 - 0.1
     await queue.queue.delete([later.receipt])
+
+
+async def test_a_copy_sent_without_a_delay_is_received_at_once_and_says_so(
+    queue: QueueUnderTest,
+) -> None:
+    """A shutting-down worker's second round (application/hints.py): a copy, due now."""
+    await queue.queue.send(["conn-copy"], copy=True)
+    await queue.queue.send(["conn-plain"], delay_s=1)
+
+    [copy] = await receive_all(queue, expected=1)
+    assert (copy.connection_id, copy.copy) == ("conn-copy", True)
+    await queue.queue.delete([copy.receipt])
+    [plain] = await receive_all(queue, expected=1)
+    assert (plain.connection_id, plain.copy) == ("conn-plain", False)
+    await queue.queue.delete([plain.receipt])
 
 
 @pytest.mark.parametrize("delay_s", [-1, 901])

@@ -21,7 +21,8 @@ from domain import NO_OWNER, DesiredState, LeaseStatus
 from entrypoints.cli.tables import utc
 from entrypoints.containers import provide, shutdown
 from entrypoints.devstack.process import Process
-from entrypoints.embedded import EmbeddedContainer, messages_path
+from entrypoints.embedded import EmbeddedContainer
+from entrypoints.read_side.embedded import messages_path
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
 from tests.e2e.cli_process import cli_process, run_cli

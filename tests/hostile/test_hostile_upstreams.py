@@ -30,7 +30,8 @@ from domain.events import LeaseTakenOver, UpstreamFailed
 from entrypoints.containers import AwsContainer, provide, shutdown
 from entrypoints.devstack.aws import LocalAws
 from entrypoints.devstack.backends import open_postgres
-from entrypoints.embedded import EmbeddedContainer, messages_path
+from entrypoints.embedded import EmbeddedContainer
+from entrypoints.read_side.embedded import messages_path
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator, is_message
 from entrypoints.simulator.hostile import FAULTS, GOOD_FIRST, TOLERATED

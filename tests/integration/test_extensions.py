@@ -12,6 +12,7 @@ import pytest
 from application.errors import ConfigurationError
 from application.ports import StoredMessage
 from entrypoints.containers import AwsContainer, provide, shutdown
+from entrypoints.read_side import open_read_side
 from entrypoints.settings import load_settings
 from entrypoints.simulator import UpstreamSimulator
 from examples.file_sink import FileSink
@@ -132,16 +133,18 @@ async def test_the_postgres_backend_takes_a_sink_of_your_own_as_the_others_do(
     )
     try:
         default = await provide(own.sink)
-        reader = await provide(own.reader)
         sink = await provide(users.sink)
         await sink.write([message(1)])
-        with pytest.raises(ConfigurationError, match="reads the built-in sinks only"):
-            await provide(users.reader)
+        async with open_read_side(own.settings()) as read_side:
+            reader = await read_side.reader()
+        async with open_read_side(users.settings()) as read_side:
+            with pytest.raises(ConfigurationError, match="reads the built-in sinks only"):
+                await read_side.reader()
     finally:
         await shutdown(own)
         await shutdown(users)
 
     assert isinstance(default, PostgresMessageSink)
-    assert reader is default
+    assert isinstance(reader, PostgresMessageSink)
     assert isinstance(sink, FileSink)
     assert sink.seqs("m1") == [1]

@@ -1,6 +1,8 @@
-"""KinesisMessageSink and its reader on moto's Kinesis (server mode): records read back once
-per seq by the reader's rule, a connection's records in order on its shard even when some of a
-request fail, the service's limits, outages as SinkUnavailable, no resume point."""
+"""KinesisMessageSink and its reader on moto's Kinesis (server mode): a connection's messages
+of a batch aggregated into one record (one request per batch), read back once per seq by the
+reader's rule, a connection's records in order on its shard even when some of a request fail,
+records of the format before aggregation still read, the service's limits, outages as
+SinkUnavailable, no resume point."""
 
 import json
 from collections.abc import AsyncIterator, Callable
@@ -8,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from adapters.kinesis import KinesisMessageReader, KinesisMessageSink
+from adapters.kinesis import KinesisMessageReader, KinesisMessageSink, messages_of
 from application.errors import SinkRefused, SinkUnavailable
 from application.ports import StoredMessage
 from entrypoints.devstack.aws import LocalAws
@@ -16,6 +18,7 @@ from entrypoints.devstack.aws import client as aws_client
 from tests.support.dynamodb import FaultyClient, client_error, raising
 
 STREAM = "test-messages"
+LARGE = 300_000  # three such messages to a record
 
 
 @pytest.fixture
@@ -41,7 +44,7 @@ async def shard_order(client: Any, cid: str) -> list[int]:
             )
         )["ShardIterator"]
         records = (await client.get_records(ShardIterator=iterator, Limit=10_000))["Records"]
-        seqs += [json.loads(r["Data"])["seq"] for r in records if r["PartitionKey"] == cid]
+        seqs += [m.seq for r in records if r["PartitionKey"] == cid for m in messages_of(r["Data"])]
     return seqs
 
 
@@ -69,14 +72,33 @@ async def test_a_stale_owners_late_record_loses_to_the_newer_owners(client: Any)
     assert await KinesisMessageReader(client, STREAM).messages("c1") == [message(1, token=4), newer]
 
 
-async def test_one_request_per_round_each_with_one_record_per_connection(client: Any) -> None:
+async def test_a_batch_is_one_request_whatever_its_connections_rate(client: Any) -> None:
     sink = KinesisMessageSink(client, STREAM)
 
     await sink.write([message(1, cid) for cid in ("a", "b", "c")])
     assert sink.operations["PutRecords"] == 1
 
-    await sink.write([message(seq, "a") for seq in (2, 3, 4)] + [message(2, "b")])
-    assert sink.operations["PutRecords"] == 4  # a's 2, 3 and 4 go one round each
+    await sink.write([message(seq, "a") for seq in (4, 2, 3)] + [message(2, "b")])
+    assert sink.operations["PutRecords"] == 2  # a's 2, 3 and 4 in one record
+    assert sink.operations["records"] == 5
+
+    await sink.write([message(seq, "d") for seq in range(1, sink.max_batch + 1)])
+    assert sink.operations["PutRecords"] == 3
+    assert await shard_order(client, "a") == [1, 2, 3, 4], "a record holds its run in seq order"
+    assert await shard_order(client, "d") == list(range(1, sink.max_batch + 1))
+
+
+async def test_a_connections_batch_larger_than_a_record_goes_one_record_per_round(
+    client: Any,
+) -> None:
+    sink = KinesisMessageSink(client, STREAM)
+    batch = [message(seq, "a", data="x" * LARGE) for seq in (1, 2, 3, 4)] + [message(1, "b")]
+
+    await sink.write(batch)
+
+    assert sink.operations["PutRecords"] == 2  # a's 1-3, then a's 4
+    assert await shard_order(client, "a") == [1, 2, 3, 4]
+    assert await KinesisMessageReader(client, STREAM).messages("a") == batch[:4]
 
 
 def failing(indexes: set[int]) -> FaultyClient.Fault:
@@ -106,14 +128,17 @@ async def test_failed_records_are_retried_alone_before_a_later_record_of_theirs(
     faulty = FaultyClient(client)
     retried: list[int] = []
     sink = KinesisMessageSink(cast(Any, faulty), STREAM, on_retry=retried.append)
-    faulty.plan("put_records", failing({0}))  # a's first record fails, b's lands
+    # a's first record (seqs 1-3) fails, b's lands; a's second (4) is in the next round.
+    faulty.plan("put_records", failing({0}))
+    large = [message(seq, "a", data="x" * LARGE) for seq in (1, 2, 3, 4)]
 
-    await sink.write([message(1, "a"), message(1, "b"), message(2, "a"), message(2, "b")])
+    await sink.write([*large, message(1, "b"), message(2, "b")])
 
-    assert await shard_order(client, "a") == [1, 2]
+    assert await shard_order(client, "a") == [1, 2, 3, 4]
     assert await shard_order(client, "b") == [1, 2]
-    assert retried == [1]
+    assert retried == [3], "the metric counts the failed record's messages"
     assert sink.operations["failed"] == 1
+    assert sink.operations["PutRecords"] == 3
 
 
 async def test_records_failing_past_the_budget_fail_the_batch_as_unavailable(client: Any) -> None:
@@ -122,7 +147,7 @@ async def test_records_failing_past_the_budget_fail_the_batch_as_unavailable(cli
     faulty.plan("put_records", failing({0}), times=1_000)
 
     with pytest.raises(SinkUnavailable, match="ProvisionedThroughputExceededException"):
-        await sink.write([message(1, "a"), message(2, "a")])
+        await sink.write([message(seq, "a", data="x" * LARGE) for seq in (1, 2, 3, 4)])
     assert await shard_order(client, "a") == [], "a's second record never went before its first"
 
 
@@ -145,6 +170,38 @@ async def test_what_a_record_cannot_hold_is_refused_alone(client: Any) -> None:
 
     assert refused.value.invalid == {("c1", 2), ("c1", 3)}
     assert [m.seq for m in await KinesisMessageReader(client, STREAM).messages("c1")] == [1, 4]
+    assert sink.operations["records"] == 1, "the others still share one record"
+
+
+async def test_records_written_before_aggregation_are_read_with_the_new_ones(
+    client: Any,
+) -> None:
+    """A stream keeps its records across a rolling upgrade: an old worker's single-message
+    records and a new one's aggregated copies of the same seqs meet the one rule."""
+    old = [message(seq, token=1) for seq in (1, 2)]
+    await client.put_records(
+        StreamName=STREAM,
+        Records=[{"Data": json.dumps(_single(m)).encode(), "PartitionKey": "c1"} for m in old],
+    )
+    newer = [message(seq, token=2, data=f"newer {seq}") for seq in (2, 3)]
+    await KinesisMessageSink(client, STREAM).write(newer)
+
+    reader = KinesisMessageReader(client, STREAM)
+    assert await reader.messages("c1") == [old[0], *newer]
+    assert [m.seq for m in await reader.copies("c1")] == [1, 2, 2, 3]
+
+
+def _single(m: StoredMessage) -> dict[str, Any]:
+    """A record of the format before aggregation: one message, its connection id inline."""
+    return {
+        "connection_id": m.connection_id,
+        "seq": m.seq,
+        "prev_seq": m.prev_seq,
+        "data": m.data,
+        "token": m.token,
+        "worker_session": m.worker_id,
+        "received_at_ms": m.received_at_ms,
+    }
 
 
 async def test_a_batch_larger_than_max_batch_is_refused(client: Any) -> None:

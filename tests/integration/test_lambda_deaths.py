@@ -141,7 +141,7 @@ def test_a_stopped_task_s_sessions_end_and_its_connections_are_hinted(
         "ECS task STOPPED: EssentialContainerExited Essential container in task exited"
     )
     assert sessions[f"{OTHER}#1"].is_live(_now())
-    # Two rounds per delivery (application/deaths.py: SECOND_ROUND_S), two deliveries.
+    # Two rounds per delivery (application/hints.py: SECOND_ROUND_S), two deliveries.
     assert _hints(stack, deployment) == ["a"] * 4 + ["b"] * 4
 
 

@@ -1,8 +1,8 @@
 """What the contract suites cannot see of the PostgreSQL adapters: a waiting receiver is woken
 by LISTEN/NOTIFY rather than found by its poll, the schema's version is checked at open and
 an unknown one refused by name, migrating twice (or twice at once) is harmless, a database that
-does not answer in time is the port's "unavailable", and an unreachable server's error never
-quotes the password."""
+does not answer in time is the port's "unavailable", an unreachable server's error never
+quotes the password, and a session's renewal does not wait for the process's busy pool."""
 
 import asyncio
 import time
@@ -101,6 +101,30 @@ async def test_a_database_that_does_not_answer_in_time_is_store_unavailable(
         finally:
             await holder.close()
         assert (await store.get("c1")) is not None  # the pool serves again afterwards
+
+
+async def test_a_renewal_goes_through_while_every_connection_of_the_process_pool_is_taken(
+    postgres_url: str,
+) -> None:
+    """The worker session's commands have a pool of their own: a wave of takes and sink writes
+    holding the process's pool must not make a heartbeat wait past its trust window."""
+    await _migrate(postgres_url)
+    async with AsyncExitStack() as stack:
+        busy = await open_pool(postgres_url, size=1)
+        stack.push_async_callback(busy.close)
+        lane = await open_pool(postgres_url, size=1)
+        stack.push_async_callback(lane.close)
+        store = PostgresConnectionStore(
+            PostgresDatabase(busy, StoreUnavailable, timeout_s=1),
+            PostgresDatabase(lane, StoreUnavailable, timeout_s=1),
+        )
+        await store.open_session("w1#1", 4_000, 10, 1_000)
+        async with busy.acquire():  # the process's pool, all taken
+            with pytest.raises(StoreUnavailable):  # what a take would meet
+                await store.start("c1", "wss://upstream.example/1", 1_500)
+            renewed = await store.renew_session("w1#1", 4_000, 0, 10, 2_000)
+        assert renewed is not None
+        assert renewed.expires_at_ms == 6_000
 
 
 async def test_an_unreachable_server_is_named_without_its_password() -> None:

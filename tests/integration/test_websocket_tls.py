@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from adapters.websocket import WebSocketConnector, WebSocketOptions
-from adapters.websocket.tls_buffer import (
+from adapters.websocket.options import (
     DEFAULT_TLS_READ_BUFFER,
     MAX_TLS_READ_BUFFER,
     MIN_TLS_READ_BUFFER,

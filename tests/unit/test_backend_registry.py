@@ -19,8 +19,9 @@ def test_every_entry_names_parts_that_exist(name: str) -> None:
 
     container = load(backend.container)
     assert issubclass(container, containers.DeclarativeContainer)
-    for provider in ("store", "queue", "sink", "reader", "prometheus", "core"):
+    for provider in ("store", "queue", "sink", "prometheus", "core"):
         assert hasattr(container, provider), (name, provider)
+    assert callable(load(backend.read_side))
     assert callable(load(backend.requirements))
     assert callable(load(backend.devstack))
     if backend.migrate is not None:

@@ -35,7 +35,9 @@ DNS = {"feeds.example.com": ["93.184.216.34"], "internal.example.com": ["10.0.0.
 class UnavailableQueue:
     """A queue whose every call fails, as SQS does during an outage."""
 
-    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+    async def send(
+        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+    ) -> None:
         raise QueueUnavailable("queue endpoint timed out")
 
     async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:
@@ -200,7 +202,9 @@ async def test_start_succeeds_when_the_queue_is_down_after_the_store_write(
 class NoDelayedHintsQueue(InMemoryNotificationQueue):
     """Takes a hint for now, fails a delayed one (an outage that began between the two)."""
 
-    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+    async def send(
+        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+    ) -> None:
         if delay_s:
             raise QueueUnavailable("queue endpoint timed out")
         await super().send(connection_ids)

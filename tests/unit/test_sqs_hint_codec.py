@@ -11,8 +11,8 @@ def test_encoded_hint_decodes_to_its_connection_id() -> None:
 
 
 def test_a_delayed_hint_says_so_and_only_a_true_flag_counts() -> None:
-    assert json.loads(encode_hint("m-1", delayed=True)) == {"connection_id": "m-1", "delayed": True}
-    assert decode(encode_hint("m-1", delayed=True)) == ("m-1", True)
+    assert json.loads(encode_hint("m-1", copy=True)) == {"connection_id": "m-1", "delayed": True}
+    assert decode(encode_hint("m-1", copy=True)) == ("m-1", True)
     assert decode(encode_hint("m-1")) == ("m-1", False)
     assert decode('{"connection_id": "m-1", "delayed": "yes"}') == ("m-1", False)
 

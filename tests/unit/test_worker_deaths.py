@@ -24,7 +24,9 @@ URL = "wss://feeds.example.com/s"
 
 
 class DeadQueue:
-    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+    async def send(
+        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+    ) -> None:
         raise QueueUnavailable("queue endpoint timed out")
 
     async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:

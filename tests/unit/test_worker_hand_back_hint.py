@@ -1,10 +1,13 @@
 """A connection a session hands back while still wanted (its lease stopped being trusted, and
 the release went through) is hinted to the fleet at once, so it is taken again within the
-hint's latency rather than at someone's next scan (found by tests/chaos)."""
+hint's latency rather than at someone's next scan (found by tests/chaos). A shutting-down
+worker's hints reach a survivor even if their first send is caught by a dead worker's poll."""
 
+from application.hints import REPEAT_S
 from application.worker.session_keeper import worker_of
 from domain import LeaseAcquired, LeaseReleased
 from tests.support.fleet import Fleet
+from tests.support.queues import HintRounds
 
 
 async def test_a_self_fenced_session_that_releases_is_taken_again_at_once(
@@ -28,3 +31,24 @@ async def test_a_self_fenced_session_that_releases_is_taken_again_at_once(
     gap_s = (acquired.at_ms - released.at_ms) / 1000
     assert worker_of(released.owner) == "a"
     assert gap_s < 1.0, f"taken again {gap_s:.1f}s after the release"
+
+
+async def test_a_handoff_hint_lost_to_a_dead_workers_poll_reaches_a_survivor_in_its_second_round(
+    fleet: Fleet,
+) -> None:
+    """The AWS fleet bench: a SIGKILLed worker's long poll, still open on the queue's server,
+    caught the first batch of a later handoff's hints; its connections waited for the queue's
+    copy (a second, and on moto up to a second more) or a scan. The shutting-down worker's own
+    second round must reach the survivor first (the queue's copies are dropped here)."""
+    a = fleet.add_worker("a", queue=HintRounds(fleet.queue, first_lost=1, copies=False))
+    await fleet.start_streamed_by("a", "c1")
+    b = fleet.add_worker("b")
+    await fleet.clock.advance(2)
+    began = fleet.clock.monotonic()
+
+    a.worker.request_shutdown()
+    await fleet.clock.run_until(lambda: fleet.owner_of("c1") == "b", 10, step_s=0.01)
+
+    took_s = fleet.clock.monotonic() - began
+    assert took_s < REPEAT_S, f"taken {took_s:.2f}s after the shutdown began"
+    assert not b.task.done()

@@ -263,8 +263,8 @@ async def test_a_gap_in_upstream_seqs_is_counted_not_hidden(fleet: Fleet) -> Non
 class QueueWatch:
     """The worker's view of the queue, recording long polls abandoned mid-flight (on SQS such
     a poll can still catch a message on the server and hide it), receipts given back, and
-    when each hint was sent (virtual seconds; the delayed copies of application/hints.py are
-    forwarded, not recorded)."""
+    when each hint was sent (virtual seconds; the copies of application/hints.py, delayed or
+    a shutdown's second round, are forwarded, not recorded)."""
 
     def __init__(self, inner: InMemoryNotificationQueue, clock: Clock) -> None:
         self._inner = inner
@@ -273,10 +273,12 @@ class QueueWatch:
         self.released: list[str] = []
         self.sent: list[tuple[float, tuple[str, ...]]] = []
 
-    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
-        if not delay_s:
+    async def send(
+        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+    ) -> None:
+        if not copy:
             self.sent.append((self._clock.monotonic(), tuple(connection_ids)))
-        await self._inner.send(connection_ids, delay_s=delay_s)
+        await self._inner.send(connection_ids, delay_s=delay_s, copy=copy)
 
     async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:
         try:
@@ -305,8 +307,9 @@ async def test_shutdown_lets_the_last_long_poll_finish_and_gives_back_what_it_ca
 
     assert queue.abandoned == 0
     assert len(queue.released) == 1, "its own poll caught the handoff hint and gave it back"
-    [hint] = await fleet.queue.receive(10, 0)
-    assert hint.connection_id == "c1"
+    hints = await fleet.queue.receive(10, 0)
+    # The hint it gave back, and the second round it sent (application/hints.py).
+    assert sorted((h.connection_id, h.copy) for h in hints) == [("c1", False), ("c1", True)]
     del member
 
 

@@ -24,7 +24,9 @@ class Mute:
         self.release = self._inner.release
         self.delete = self._inner.delete
 
-    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+    async def send(
+        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+    ) -> None:
         return None
 
 

@@ -27,10 +27,12 @@ class FailingSends:
         self.release = inner.release
         self.delete = inner.delete
 
-    async def send(self, connection_ids: Sequence[str], *, delay_s: int = 0) -> None:
+    async def send(
+        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+    ) -> None:
         if delay_s or not self._delayed_only:
             raise QueueUnavailable("queue down (test)")
-        await self._inner.send(connection_ids, delay_s=delay_s)
+        await self._inner.send(connection_ids, delay_s=delay_s, copy=copy)
 
 
 def _logged(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:
