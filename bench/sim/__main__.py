@@ -1,5 +1,6 @@
 """`python -m bench.sim`: the scenarios at the sizes asked for, one line of figures each, and
-every figure as JSON in --out. Sizes are WORKERSxCONNECTIONS."""
+every figure as JSON in --out, with a PNG per size of the AZ loss's and the deploy's
+connections not streaming over time (bench/sim/plot.py). Sizes are WORKERSxCONNECTIONS."""
 
 import argparse
 import asyncio
@@ -9,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.sim.fleet import SimSize
+from bench.sim.plot import PLOTTED, draw_all
 from bench.sim.scenarios import SCENARIOS, run_scenario
 
 _SHOWN = (
     "streaming_again_s",
+    "first_streaming_again_s",
     "unowned_gap_s",
     "connections_moved",
     "moves_per_moved_connection_max",
@@ -41,6 +44,16 @@ async def main(args: argparse.Namespace) -> None:
             if args.out:
                 args.out.mkdir(parents=True, exist_ok=True)
                 (args.out / "sim.json").write_text(json.dumps(results, indent=1))
+                if name in PLOTTED:
+                    _plot(results, args.out)
+
+
+def _plot(results: list[dict[str, Any]], out: Path) -> None:
+    try:
+        for path in draw_all(results, out):
+            print(f"plot: {path}", flush=True)
+    except ImportError:
+        print("matplotlib is not installed (pip install -e '.[bench]'): no plot", flush=True)
 
 
 if __name__ == "__main__":

@@ -167,6 +167,13 @@ class DynamoDbModel:
         self.throttled_keys: Counter[str] = Counter()
         self.failed_ops: Counter[str] = Counter()  # port calls that raised StoreUnavailable
         self.by_caller: Counter[str] = Counter()  # requests by who sent them
+        # By port operation: requests sent, calls made, virtual seconds the calls waited.
+        self.by_op: Counter[str] = Counter()
+        self.op_calls: Counter[str] = Counter()
+        self.op_s: defaultdict[str, float] = defaultdict(float)
+        # virtual second -> [acquisitions granted, refused at their reads]; refusals by why
+        self.acquire_refusals: Counter[str] = Counter()
+        self.acquires: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])
         # virtual second -> [requests, RCU, WCU, RCU of sessions Scans]
         self.per_second: defaultdict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
 
@@ -228,6 +235,7 @@ class DynamoDbModel:
         throttled through every attempt (after the time its attempts took)."""
         second = self._tick()
         total_s = 0.0
+        self.op_calls[op] += 1
         for stage in stages:
             slowest, exhausted = 0.0, False
             for request in stage:
@@ -238,6 +246,7 @@ class DynamoDbModel:
                         spent += self._latency(request)
                         self.requests[f"{request.api} {request.table}"] += 1
                         self.by_caller[caller] += 1
+                        self.by_op[op] += 1
                         row[0] += 1
                     if self._admit(request):
                         self.rcu[request.table] += request.rcu
@@ -256,9 +265,11 @@ class DynamoDbModel:
                 exhausted = exhausted or not ok
             total_s += slowest
             if exhausted:
+                self.op_s[op] += total_s
                 await self.clock.sleep(total_s)
                 self.failed_ops[op] += 1
                 raise StoreUnavailable(f"modelled DynamoDB throttled {op}")
+        self.op_s[op] += total_s
         await self.clock.sleep(total_s)
 
     # -- what each port operation sends ------------------------------------------------------
@@ -299,10 +310,16 @@ class DynamoDbModel:
             reads.append(Request("GetItem", SESSIONS, command.session_id, rcu=1.0))
             if owner != NO_OWNER:
                 reads.append(Request("GetItem", SESSIONS, owner, rcu=1.0))
+        refused = "no change"
         try:
             granted = bool(decide(state, command, now_ms, inner._sessions))
-        except DomainError:
-            granted = False
+        except DomainError as exc:
+            granted, refused = False, type(exc).__name__
+        if isinstance(command, Acquire):
+            self.acquires[int(self.clock.monotonic())][0 if granted else 1] += 1
+            if not granted:
+                mine = owner == command.session_id
+                self.acquire_refusals["held by the asker" if mine else refused] += 1
         if not granted:
             return [reads]
         tx = "TransactWriteItems"

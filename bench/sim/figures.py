@@ -2,6 +2,7 @@
 store was asked for and how close its hottest key came to its limit."""
 
 import asyncio
+import math
 import statistics
 from collections import Counter
 from typing import Any
@@ -34,6 +35,10 @@ class Window:
     sent: int
     received: int
     fences: float
+    by_op: Counter[str]
+    op_calls: Counter[str]
+    op_s: dict[str, float]
+    refusals: Counter[str]
     notes: list[str] = attrs.Factory(list)
     unowned: list[tuple[float, int]] = attrs.Factory(list)  # (s since t0, unowned)
     sampler: "asyncio.Task[None] | None" = None
@@ -54,6 +59,10 @@ class Window:
             sent=sim.queue.sent,
             received=sim.queue.received,
             fences=_fences(sim),
+            by_op=Counter(model.by_op),
+            op_calls=Counter(model.op_calls),
+            op_s=dict(model.op_s),
+            refusals=Counter(model.acquire_refusals),
         )
         window.sampler = asyncio.create_task(window._sample(), name="sim-unowned-sampler")
         return window
@@ -83,10 +92,12 @@ def measure(sim: SimFleet, window: Window) -> dict[str, Any]:
     gaps = sim.upstream.gaps[window.gap_index :]
     unowned_s = [opened - closed for _, closed, opened in gaps]
     last_back: dict[str, float] = {}
+    first_back: dict[str, float] = {}  # its first reopen: a later one is a move of its own
     moves: Counter[str] = Counter()
     for url, _, opened in gaps:
         moves[url] += 1
         last_back[url] = max(last_back.get(url, 0.0), opened - t0)
+        first_back[url] = min(first_back.get(url, math.inf), opened - t0)
     still_down = [url for url, since in sim.upstream.down_since.items() if since >= t0]
     seconds = [row for s, row in model.per_second.items() if t0 <= s < t1 - 1]
     requests = sum(model.requests.values()) - window.requests
@@ -98,11 +109,31 @@ def measure(sim: SimFleet, window: Window) -> dict[str, Any]:
         {"key": key, "units_per_s": round(units, 1), "share_of_limit": round(share, 3)}
         for key, units, share in model.hottest(3)
     ]
+    worker_s = max(1e-9, live * duration)
+    by_op = {
+        op: {
+            "requests_per_worker_s": round((n - window.by_op.get(op, 0)) / worker_s, 2),
+            "calls": model.op_calls[op] - window.op_calls.get(op, 0),
+            "mean_wait_s": round(
+                (model.op_s[op] - window.op_s.get(op, 0.0))
+                / max(1, model.op_calls[op] - window.op_calls.get(op, 0)),
+                4,
+            ),
+        }
+        for op, n in model.by_op.most_common()
+        if n > window.by_op.get(op, 0)
+    }
+    acquires = [
+        [round(s - t0), granted, refused]
+        for s, (granted, refused) in sorted(model.acquires.items())
+        if t0 <= s < t1
+    ]
     return {
         "notes": window.notes,
         "window_s": round(duration, 1),
         "workers_live": live,
         "streaming_again_s": percentiles(list(last_back.values())),
+        "first_streaming_again_s": percentiles(list(first_back.values())),
         "unowned_gap_s": percentiles(unowned_s),
         "not_streaming_at_end": len(still_down),
         "connections_moved": len(moves),
@@ -127,6 +158,9 @@ def measure(sim: SimFleet, window: Window) -> dict[str, Any]:
         "hints_received": sim.queue.received - window.received,
         "sink_rewrites": sim.sink.rewrites,
         "unowned_series": window.unowned,
+        "by_operation": by_op,
+        "acquire_refusals": dict(model.acquire_refusals - window.refusals),
+        "acquires_per_s": acquires,  # [s since the fault, granted, refused]
     }
 
 
