@@ -130,7 +130,7 @@ class Sessions:
         candidates.sort(key=lambda s: (not s.upstream_open, s.ingest.pending))
         chosen = candidates[:count]
         share = self.balance.share() if self.balance.by_load else None
-        if share is not None:
+        if share is not None and share.excess > 0:  # (a caller's own count otherwise)
             now = self._ctx.clock.monotonic()
             settled = [s for s in candidates if self._moved_in.get(s.connection_id, 0) <= now]
             costs = [(s.connection_id, cost(self._rate_of(s.connection_id))) for s in settled]
