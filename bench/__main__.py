@@ -14,6 +14,7 @@ from typing import Any
 from bench import machine
 from bench.backends import Backend, open_backend
 from bench.balance import run_balance
+from bench.balance_skew import run_balance_skew
 from bench.capacity import run_capacity, run_floor
 from bench.cost import run_cost
 from bench.deaths import run_deaths
@@ -34,6 +35,7 @@ SUITES = (
     "fleet",
     "deaths",
     "balance",
+    "balance-skew",
     "store-cost",
     "cost",
     "capacity",
@@ -123,6 +125,21 @@ async def balance(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any
     return results
 
 
+async def balance_skew(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
+    """4 hot streams on one worker of 4: by count, then by load (bench/balance_skew.py)."""
+    results: list[dict[str, Any]] = []
+    for by in ("count", "load"):
+
+        async def scenario(backend: Backend, sim: SimulatorProcess, by: str = by) -> dict[str, Any]:
+            return await run_balance_skew(backend, sim, log_dir, by=by)
+
+        found, failures = await per_backend(
+            args, log_dir, f"balance-skew-{by}", lambda _: 1.0, scenario
+        )
+        results += found + failures
+    return results
+
+
 async def capacity(
     args: argparse.Namespace, log_dir: Path, tls: bool, throughput: bool = False
 ) -> list[dict[str, Any]]:
@@ -207,6 +224,8 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
             results["deaths"] = await deaths(args, log_dir)
         elif suite == "balance":
             results["balance"] = await balance(args, log_dir)
+        elif suite == "balance-skew":
+            results["balance_skew"] = await balance_skew(args, log_dir)
         elif suite == "cost":
             results["cost"] = await run_cost(log_dir, window_s=args.cost_window)
         elif suite == "store-cost":
