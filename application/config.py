@@ -13,6 +13,9 @@ def _positive(instance: object, attribute: "attrs.Attribute[Any]", value: float)
         raise ConfigurationError(f"{attribute.name} must be positive, got {value}")
 
 
+BALANCE_BY = ("count", "load")
+
+
 @attrs.frozen
 class WorkerConfig:
     # The worker session's lease: a crashed worker's connections are orphans this long after
@@ -68,6 +71,10 @@ class WorkerConfig:
     # lease); one below it takes. Off: nobody hands off to balance, and anyone takes.
     balance: bool = True
     balance_handoffs_per_pass: int = attrs.field(default=10, validator=_positive)
+    # What is balanced: "count" (connections) or "load" (connections weighted by their
+    # smoothed message rates, domain/balance.py `cost`). docs/decisions.md says why count is
+    # the default.
+    balance_by: str = attrs.field(default="count", validator=attrs.validators.in_(BALANCE_BY))
 
     def __attrs_post_init__(self) -> None:
         if self.heartbeat_interval_s >= self.trusted_s:

@@ -15,6 +15,7 @@ from adapters.postgres.db import migrate_database
 from bench import machine
 from bench.backends import Backend, open_backend
 from bench.balance import run_balance
+from bench.balance_skew import run_balance_skew
 from bench.capacity import run_capacity, run_floor
 from bench.capacity_worker import POSTGRES_URL_VARIABLE
 from bench.cost import run_cost
@@ -40,6 +41,7 @@ SUITES = (
     "fleet",
     "deaths",
     "balance",
+    "balance-skew",
     "store-cost",
     "store-cost-postgres",
     "cost",
@@ -129,6 +131,21 @@ async def balance(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any
         return await run_balance(backend, sim, log_dir, **args.balance)
 
     results, _ = await per_backend(args, log_dir, "balance", lambda _: args.balance_rate, scenario)
+    return results
+
+
+async def balance_skew(args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
+    """4 hot streams on one worker of 4: by count, then by load (bench/balance_skew.py)."""
+    results: list[dict[str, Any]] = []
+    for by in ("count", "load"):
+
+        async def scenario(backend: Backend, sim: SimulatorProcess, by: str = by) -> dict[str, Any]:
+            return await run_balance_skew(backend, sim, log_dir, by=by)
+
+        found, failures = await per_backend(
+            args, log_dir, f"balance-skew-{by}", lambda _: 1.0, scenario
+        )
+        results += found + failures
     return results
 
 
@@ -236,6 +253,8 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
             results["deaths"] = await deaths(args, log_dir)
         elif suite == "balance":
             results["balance"] = await balance(args, log_dir)
+        elif suite == "balance-skew":
+            results["balance_skew"] = await balance_skew(args, log_dir)
         elif suite == "cost":
             results["cost"] = await run_cost(log_dir, window_s=args.cost_window)
         elif suite == "store-cost":

@@ -21,8 +21,18 @@ excess back and forth.
   load is counted now, the others' as of their last report, so in a burst each worker sees
   itself above a target the others seem far below, and all of them would decline the same
   hints until their next reports.
+- **By load** (`by_load`, issue 27): the same rule on what connections cost instead of how
+  many there are. A connection weighs `cost(rate)` = 1 + its messages a second /
+  `MESSAGES_PER_CONNECTION`: holding one open costs as much as receiving that many messages a
+  second. A worker's load is its count plus its smoothed rate over that (`Load.weight`);
+  capacities stay counts, turned into load at the fleet's mean cost per connection. Handing
+  off, a worker picks the connections whose moves best close its gap (`pick_hand_offs`): a
+  move must bring it strictly closer to its level and leave it above the lightest worker it
+  may go to, so two workers within a connection's cost of each other never trade it.
 """
 
+import heapq
+import math
 import zlib
 from collections.abc import Collection, Sequence
 
@@ -31,6 +41,46 @@ import attrs
 from domain.state import WorkerSession
 
 BAND_SHARE = 0.1  # of the level: the hysteresis band (at least one connection)
+# By load: messages a second that cost as much as holding one connection open (a connection
+# at 2 msg/s weighs 3, one at 200 msg/s weighs 201).
+MESSAGES_PER_CONNECTION = 1.0
+# The rate's smoothing: an exponentially weighted mean with this time constant (a change of
+# rate is 63 % counted after it, 95 % after three): longer than the two views a handoff waits
+# for, so a burst of a few seconds does not move connections, short enough that a feed that
+# turned hot is balanced within a minute or two.
+RATE_WINDOW_MS = 30_000
+
+
+@attrs.frozen
+class Rate:
+    """One connection's smoothed rate of messages received, and the sample it was taken at:
+    `received`, the count of messages received so far, at `at_ms` (None: never sampled)."""
+
+    per_s: float = 0.0
+    at_ms: int | None = None
+    received: int = 0
+    warm: bool = False  # measured over at least one interval (else `per_s` is no estimate)
+
+
+def smoothed(rate: Rate, received: int, now_ms: int, window_ms: int = RATE_WINDOW_MS) -> Rate:
+    """The rate after a sample: `received` messages so far at `now_ms`. The first interval
+    measured is taken as it is (a connection that just moved in counts at its rate at once,
+    not from 0 up over the window); later ones are weighted by 1 - exp(-elapsed / window)."""
+    if rate.at_ms is None:
+        return Rate(0.0, now_ms, received)
+    elapsed = now_ms - rate.at_ms
+    if elapsed <= 0:
+        return rate
+    instant = 1000 * max(0, received - rate.received) / elapsed
+    if not rate.warm:
+        return Rate(instant, now_ms, received, warm=True)
+    alpha = 1 - math.exp(-elapsed / window_ms)
+    return Rate(rate.per_s + alpha * (instant - rate.per_s), now_ms, received, warm=True)
+
+
+def cost(rate_per_s: float) -> float:
+    """What one connection weighs, by load: 1 for holding it, plus its messages."""
+    return 1.0 + rate_per_s / MESSAGES_PER_CONNECTION
 
 
 @attrs.frozen
@@ -41,6 +91,12 @@ class Load:
     held: int
     capacity: int
     reported_at_ms: int = 0
+    rate: float = 0.0  # messages a second received over all its connections, smoothed
+
+    @property
+    def weight(self) -> float:
+        """Its load, by load: the sum of its connections' costs."""
+        return self.held + self.rate / MESSAGES_PER_CONNECTION
 
 
 @attrs.frozen
@@ -56,6 +112,13 @@ class Share:
     # (placement: a dead worker's connections spread over the
     # survivors in one move).
     takeover_room: int = 0
+    # How far above its target it is, in what is balanced (connections, or load), and its
+    # band in the same units: what `pick_hand_offs` closes.
+    excess: float = 0.0
+    band: float = 1.0
+    # By load: this worker's weight and the others' (weight, held) (`pick_hand_offs`).
+    weight: float = 0.0
+    others: tuple[tuple[float, int], ...] = ()
 
 
 def band(level: float) -> float:
@@ -67,7 +130,13 @@ def loads_of(sessions: Sequence[WorkerSession], now_ms: int) -> list[Load]:
     """The live sessions' loads as last reported. A capacity of 0 (never reported) counts as
     what the session holds: it is given nothing more and asked for nothing."""
     return [
-        Load(s.session_id, s.held, s.capacity if s.capacity > 0 else s.held, s.updated_at_ms)
+        Load(
+            s.session_id,
+            s.held,
+            s.capacity if s.capacity > 0 else s.held,
+            s.updated_at_ms,
+            s.rate_milli / 1000,
+        )
         for s in sessions
         if s.is_live(now_ms)
     ]
@@ -77,18 +146,23 @@ def levels(loads: Sequence[Load], unplaced: int = 0) -> dict[str, float]:
     """Water filling: every worker gets min(capacity, L), with L such that they sum to the
     total held and `unplaced` (connections waiting for an owner), or everyone's capacity, if
     the fleet holds more than that."""
-    total = sum(load.held for load in loads) + unplaced
-    remaining, left = float(total), len(loads)
+    held = {load.session_id: float(load.held) for load in loads}
+    return _fill(held, {load.session_id: float(load.capacity) for load in loads}, unplaced)
+
+
+def _fill(values: dict[str, float], caps: dict[str, float], extra: float) -> dict[str, float]:
+    """Water filling of the sum of `values` and `extra` under the bounds `caps`."""
+    remaining, left = sum(values.values()) + extra, len(values)
     level = 0.0
-    for load in sorted(loads, key=lambda x: x.capacity):
+    for sid in sorted(caps, key=lambda x: caps[x]):
         level = remaining / left
-        if load.capacity >= level:
+        if caps[sid] >= level:
             break
-        remaining -= load.capacity
+        remaining -= caps[sid]
         left -= 1
     else:
-        level = max((load.capacity for load in loads), default=0)
-    return {load.session_id: float(min(load.capacity, level)) for load in loads}
+        level = max(caps.values(), default=0.0)
+    return {sid: min(caps[sid], level) for sid in values}
 
 
 def targets(loads: Sequence[Load], unplaced: int = 0) -> dict[str, int]:
@@ -125,6 +199,7 @@ def share_of(
     settle_after_ms: int = 0,
     last_take_ms: int = 0,
     unplaced: int = 0,
+    by_load: bool = False,
 ) -> Share:
     """`loads`: the live sessions as last reported (this worker's own entry, if there, is
     replaced by `me`, which is what it holds now). `settle_after_ms`: no handoff until every
@@ -132,10 +207,13 @@ def share_of(
     `last_take_ms`: when this worker last took a connection; until every other worker has
     reported after it, the view may miss what the others took meanwhile, so it neither holds
     taking back nor asks for a handoff. `unplaced`: connections of dead sessions not yet
-    taken, counted into the split: `takeover_room` is this worker's part of them."""
+    taken, counted into the split: `takeover_room` is this worker's part of them. `by_load`:
+    balance what the connections cost (`Load.weight`), not how many (`_share_by_load`)."""
     if max_hand_offs < 0:
         raise ValueError(f"max_hand_offs must not be negative, got {max_hand_offs}")
     fleet = [load for load in loads if load.session_id != me.session_id] + [me]
+    if by_load:
+        return _share_by_load(fleet, me, max_hand_offs, settle_after_ms, last_take_ms, unplaced)
     level = levels(fleet, unplaced)
     target = targets(fleet, unplaced)
     imbalanced = any(abs(x.held - level[x.session_id]) > band(level[x.session_id]) for x in fleet)
@@ -156,7 +234,110 @@ def share_of(
     # moves connections a second time (the simulation at 100 workers: the parts ended between
     # 125 and 164 around a level of 149). One a view misses waits for the grace.
     takeover_room = min(free, unplaced, max(0, mine - me.held))
-    return Share(level[me.session_id], mine, imbalanced, hand_off, room, takeover_room)
+    return Share(
+        level[me.session_id],
+        mine,
+        imbalanced,
+        hand_off,
+        room,
+        takeover_room,
+        excess=float(me.held - mine),
+        band=band(level[me.session_id]),
+    )
+
+
+def _share_by_load(
+    fleet: Sequence[Load],
+    me: Load,
+    max_hand_offs: int,
+    settle_after_ms: int,
+    last_take_ms: int,
+    unplaced: int,
+) -> Share:
+    """`share_of` on load. The level is the water filling of the weights; a worker's capacity
+    is its weight plus its free connections at the fleet's mean cost (`unit`), and connections
+    of unknown cost (the unplaced, a hint's) count at that mean too: room is the shortfall in
+    such connections, rounded (up for the dead's, so that the parts cover them all)."""
+    held = sum(x.held for x in fleet)
+    unit = sum(x.weight for x in fleet) / held if held else 1.0
+    weights = {x.session_id: x.weight for x in fleet}
+    caps = {x.session_id: x.weight + max(0, x.capacity - x.held) * unit for x in fleet}
+    level = _fill(weights, caps, unplaced * unit)
+
+    def band_of(sid: str) -> float:
+        return max(unit, BAND_SHARE * level[sid])
+
+    sid = me.session_id
+    imbalanced = any(abs(weights[x] - level[x]) > band_of(x) for x in weights)
+    others = [x for x in fleet if x.session_id != sid]
+    settled = all(x.reported_at_ms >= settle_after_ms for x in others)
+    caught_up = all(x.reported_at_ms >= last_take_ms for x in others)
+    excess = weights[sid] - level[sid]
+    hand_off = 0
+    if imbalanced and settled and caught_up and excess > 0:
+        hand_off = min(me.held, max_hand_offs)
+    free = max(0, me.capacity - me.held)
+    short = any(level[x] - weights[x] > band_of(x) for x in weights)
+    held_back = caught_up and (short or (imbalanced and excess > 0))
+    wanted = max(0, round(-excess / unit))
+    room = min(free, wanted) if held_back else free
+    takeover_room = min(free, unplaced, max(0, math.ceil(-excess / unit - 1e-9)))
+    target = me.held + wanted if excess <= 0 else me.held
+    return Share(
+        level[sid],
+        target,
+        imbalanced,
+        hand_off,
+        room,
+        takeover_room,
+        excess=excess,
+        band=band_of(sid),
+        weight=weights[sid],
+        others=tuple((x.weight, x.held) for x in others),
+    )
+
+
+def pick_hand_offs(costs: Sequence[tuple[str, float]], share: Share, count: int) -> list[str]:
+    """Which connections to hand off, by load: the fewest moves that close `share.excess`
+    (how far above its level this worker is), the most costly first. Each is taken as going
+    to the lightest other worker: a move must bring this worker strictly closer to its level
+    (a cost under twice what is left) and leave it above that taker (a cost under the gap
+    between them), so the fleet's spread shrinks with every move and two workers within a
+    connection's cost of each other never trade it. `costs` in the order to prefer among
+    equals.
+
+    **A swap.** A worker beyond its band that can move nothing so (it holds two hot feeds,
+    each heavier than twice its excess) hands off its lightest heavy one if the lightest other
+    worker holds mostly light ones (a mean cost under half of it) worth at least half of it:
+    that taker is then above its level by light connections, which it hands off in turn (the
+    heavy one it just took is held: `MOVED_HOLD_LEASES`), and both end near the level. Without
+    light connections to give back the move would only pass the excess on, so none is made."""
+    takers = [(weight, held) for weight, held in share.others]
+    if not takers:
+        return []
+    loads = [weight for weight, _ in takers]
+    heapq.heapify(loads)
+    order = sorted(range(len(costs)), key=lambda i: -costs[i][1])
+    left, mine = share.excess, share.weight
+    chosen: list[str] = []
+    for i in order:
+        if len(chosen) >= count or left <= 0:
+            break
+        connection_id, c = costs[i]
+        if c < 2 * left and c < mine - loads[0]:
+            chosen.append(connection_id)
+            left -= c
+            mine -= c
+            heapq.heapreplace(loads, loads[0] + c)
+    if chosen or share.excess <= share.band or count <= 0:
+        return chosen
+    heavy = [(c, cid) for cid, c in costs if c >= 2 * share.excess]
+    if not heavy:
+        return []
+    c, connection_id = min(heavy)
+    weight, held = min(takers)
+    light = held > 0 and weight / held < c / 2 and weight >= c / 2
+    return [connection_id] if light else []
 
 
 def _spread(connection_id: str) -> int:

@@ -90,12 +90,15 @@ class OpenSession:
 
 @attrs.frozen
 class RenewSession:
-    """The heartbeat: keep the session live for another `lease_ms` and report the load."""
+    """The heartbeat: keep the session live for another `lease_ms` and report the load:
+    `held` connections, receiving `rate_milli` thousandths of a message a second in all
+    (smoothed: domain/balance.py `smoothed`)."""
 
     session_id: str
     lease_ms: int
     held: int
     capacity: int
+    rate_milli: int = 0
 
 
 @attrs.frozen

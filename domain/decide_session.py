@@ -47,6 +47,7 @@ def decide_session(
             positive("lease_ms", lease_ms)
             _not_negative("held", held)
             _not_negative("capacity", capacity)
+            _not_negative("rate_milli", command.rate_milli)
             if state is None or not state.is_live(now_ms):
                 status = "unknown" if state is None else state.status(now_ms).value.lower()
                 raise SessionNotLive(f"worker session {command.session_id!r} is {status}")
@@ -57,6 +58,7 @@ def decide_session(
                     expires_at_ms=max(state.expires_at_ms, now_ms + lease_ms),
                     held=held,
                     capacity=capacity,
+                    rate_milli=command.rate_milli,
                 )
             ]
         case EndSession(reason=reason):
@@ -104,7 +106,12 @@ def evolve_session(state: WorkerSession | None, event: SessionEvent) -> WorkerSe
     match event:
         case SessionRenewed(expires_at_ms=expires_at_ms, held=held, capacity=capacity):
             return attrs.evolve(
-                state, **common, expires_at_ms=expires_at_ms, held=held, capacity=capacity
+                state,
+                **common,
+                expires_at_ms=expires_at_ms,
+                held=held,
+                capacity=capacity,
+                rate_milli=event.rate_milli,
             )
         case SessionEnded(reason=reason):
             return attrs.evolve(state, **common, ended_reason=reason)

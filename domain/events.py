@@ -128,6 +128,7 @@ class SessionRenewed(SessionEvent):
     expires_at_ms: int
     held: int
     capacity: int
+    rate_milli: int = 0  # messages a second received over all its connections, x 1000
 
 
 @attrs.frozen(kw_only=True)

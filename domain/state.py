@@ -44,13 +44,15 @@ class WorkerSession:
     ended it is dead for good (a worker that comes back opens a new session with a new id), so
     a takeover that saw it dead can never be undone by a late renew.
 
-    `held` and `capacity` are the load its worker reported with its last renew."""
+    `held`, `capacity` and `rate_milli` (the smoothed messages a second its connections
+    receive, in thousandths) are the load its worker reported with its last renew."""
 
     session_id: str
     version: int
     expires_at_ms: int
     held: int = 0
     capacity: int = 0
+    rate_milli: int = 0
     ended_reason: str | None = None
     opened_at_ms: int = 0
     updated_at_ms: int = 0

@@ -492,7 +492,9 @@ class DynamoDbConnectionStore(SteppedStore):
             & conditions.expiry_at_most(expires)
             & conditions.not_written_by(write_id)
         )
-        update = session_renew_update(expires, command.held, command.capacity, now_ms, write_id)
+        update = session_renew_update(
+            expires, command.held, command.capacity, now_ms, write_id, command.rate_milli
+        )
         for attempt in range(self._max_attempts):
             try:
                 item = await self._update(

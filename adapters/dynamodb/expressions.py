@@ -21,6 +21,7 @@ from adapters.dynamodb.schema import (
     HELD,
     LAST_SEQ,
     PK,
+    RATE_MILLI,
     UPDATED_AT_MS,
     VERSION,
     WRITE_ID,
@@ -109,7 +110,7 @@ def checkpoint_update(seq: int, now_ms: int) -> Expression:
 
 
 def session_renew_update(
-    expires_at_ms: int, held: int, capacity: int, now_ms: int, write_id: str
+    expires_at_ms: int, held: int, capacity: int, now_ms: int, write_id: str, rate_milli: int = 0
 ) -> Expression:
     """SessionRenewed without a read (+1 version in place). The caller's condition makes
     `expires_at_ms` the domain's max(current, now + lease)."""
@@ -118,6 +119,7 @@ def session_renew_update(
             EXPIRES_AT_MS: ":expires",
             HELD: ":held",
             CAPACITY: ":capacity",
+            RATE_MILLI: ":rate",
             UPDATED_AT_MS: ":now",
             WRITE_ID: ":write_id",
         },
@@ -125,6 +127,7 @@ def session_renew_update(
             ":expires": n(expires_at_ms),
             ":held": n(held),
             ":capacity": n(capacity),
+            ":rate": n(rate_milli),
             ":now": n(now_ms),
             ":write_id": {"S": write_id},
         },

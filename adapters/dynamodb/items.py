@@ -105,6 +105,7 @@ def session_to_item(session: WorkerSession) -> Item:
         schema.EXPIRES_AT_MS: n(session.expires_at_ms),
         schema.HELD: n(session.held),
         schema.CAPACITY: n(session.capacity),
+        schema.RATE_MILLI: n(session.rate_milli),
         schema.OPENED_AT_MS: n(session.opened_at_ms),
         schema.UPDATED_AT_MS: n(session.updated_at_ms),
     }
@@ -121,6 +122,7 @@ def session_from_item(item: StoredItem) -> WorkerSession:
         expires_at_ms=_int(item, schema.EXPIRES_AT_MS),
         held=_int(item, schema.HELD),
         capacity=_int(item, schema.CAPACITY),
+        rate_milli=_int(item, schema.RATE_MILLI),
         ended_reason=ended["S"] if ended else None,
         opened_at_ms=_int(item, schema.OPENED_AT_MS),
         updated_at_ms=_int(item, schema.UPDATED_AT_MS),

@@ -59,6 +59,7 @@ DEFAULT_ORPHAN_SHARDS = 16
 EXPIRES_AT_MS = "expires_at_ms"
 HELD = "held"
 CAPACITY = "capacity"
+RATE_MILLI = "rate_milli"  # absent on an item written before it: 0
 ENDED_REASON = "ended_reason"
 OPENED_AT_MS = "opened_at_ms"
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 else:
     from asyncpg.pool import PoolConnectionProxy as Conn
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 VERSION_TABLE = "schema_version"
 CONNECTIONS = "connections"
 SESSIONS = "sessions"
@@ -116,6 +116,8 @@ CREATE TABLE {MESSAGES} (
     PRIMARY KEY (connection_id, seq)
 );
 """,
+    # The sessions' message rate (issue 27: balance by load), reported with each renew.
+    2: f"ALTER TABLE {SESSIONS} ADD COLUMN rate_milli BIGINT NOT NULL DEFAULT 0;",
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION
 

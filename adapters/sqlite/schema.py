@@ -64,6 +64,7 @@ CREATE TABLE IF NOT EXISTS {SESSIONS} (
     expires_at_ms INTEGER NOT NULL,
     held          INTEGER NOT NULL,
     capacity      INTEGER NOT NULL,
+    rate_milli    INTEGER NOT NULL DEFAULT 0,
     ended_reason  TEXT,
     opened_at_ms  INTEGER NOT NULL,
     updated_at_ms INTEGER NOT NULL

@@ -200,6 +200,14 @@ async def _check_tables(db: SqliteDatabase) -> None:
         }
 
     found = await db.read(columns)
+    if found[SESSIONS] == set(SESSION_COLUMNS) - {"rate_milli"}:
+        # A file made before sessions reported their message rate (issue 27): add it.
+        await db.write(
+            lambda c: c.execute(
+                f"ALTER TABLE {SESSIONS} ADD COLUMN rate_milli INTEGER NOT NULL DEFAULT 0"
+            )
+        )
+        found[SESSIONS] = set(SESSION_COLUMNS)
     for table, expected in ((CONNECTIONS, CONNECTION_COLUMNS), (SESSIONS, SESSION_COLUMNS)):
         if found[table] != set(expected):
             raise ConfigurationError(

@@ -245,12 +245,20 @@ class ConnectionStore(abc.ABC):
         return (await self.execute_session(command, now_ms)).session
 
     async def renew_session(
-        self, session_id: str, lease_ms: int, held: int, capacity: int, now_ms: int
+        self,
+        session_id: str,
+        lease_ms: int,
+        held: int,
+        capacity: int,
+        now_ms: int,
+        rate_milli: int = 0,
     ) -> WorkerSession | None:
-        """The heartbeat: one write per worker. None if the session is no longer live (it
-        expired, was ended, or is unknown): its worker must fence every connection at once."""
+        """The heartbeat: one write per worker, which also reports the load (`rate_milli`:
+        the smoothed messages a second received, in thousandths). None if the session is no
+        longer live (it expired, was ended, or is unknown): its worker must fence every
+        connection at once."""
         try:
-            command = RenewSession(session_id, lease_ms, held, capacity)
+            command = RenewSession(session_id, lease_ms, held, capacity, rate_milli)
             return (await self.execute_session(command, now_ms)).session
         except SessionNotLive:
             return None

@@ -14,6 +14,11 @@ from application.worker.context import WorkerContext
 from domain import WorkerSession
 from domain.balance import Load, Share, loads_of, share_of, take_order
 
+# By load: a connection that moved in is not handed off again for this many leases (the rate
+# it brings is counted by the next views, and a second move within them would be a reaction
+# to a view that had not caught up with the first).
+MOVED_HOLD_LEASES = 4
+
 # How long after a session died its connections are placed by share before they are open to
 # all, in heartbeats: the survivors' watches see the death within a heartbeat of each other,
 # and a part not taken by then is taken by whoever has room.
@@ -29,11 +34,16 @@ def died_at_ms(session: WorkerSession) -> int:
 
 class Balance:
     def __init__(
-        self, ctx: WorkerContext, session_id: Callable[[], str], held: Callable[[], int]
+        self,
+        ctx: WorkerContext,
+        session_id: Callable[[], str],
+        held: Callable[[], int],
+        rate: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self._ctx = ctx
         self._session_id = session_id
         self._held = held  # connections held or being acquired now
+        self._rate = rate  # their smoothed messages a second, as last sampled
         self._loads: list[Load] = []
         self._seen_at: float | None = None  # monotonic: when the view was read
         # No handoff until every other worker has reported its load at or after this (epoch
@@ -53,6 +63,15 @@ class Balance:
     def enabled(self) -> bool:
         return self._ctx.config.balance
 
+    @property
+    def by_load(self) -> bool:
+        return self._ctx.config.balance_by == "load"
+
+    def _me(self) -> Load:
+        return Load(
+            self._session_id(), self._held(), self._ctx.config.max_connections, rate=self._rate()
+        )
+
     def observe(self, sessions: Sequence[WorkerSession], now_ms: int) -> None:
         self._loads = loads_of(sessions, now_ms)
         dead = [s for s in sessions if not s.is_live(now_ms)]
@@ -68,13 +87,13 @@ class Balance:
             return None
         if ctx.clock.monotonic() - self._seen_at > 2 * ctx.config.lease_ms / 1000:
             return None
-        me = Load(self._session_id(), self._held(), ctx.config.max_connections)
         return share_of(
             self._loads,
-            me,
+            self._me(),
             max_hand_offs=ctx.config.balance_handoffs_per_pass,
             settle_after_ms=max(self._settle_after_ms, self._wanted_since_ms or 0),
             last_take_ms=self._last_take_ms,
+            by_load=self.by_load,
         )
 
     def placing(self, owner: str, now_ms: int) -> bool:
@@ -109,13 +128,13 @@ class Balance:
             for sid, held in self._dead_held.items()
             if now_ms - self._died_at[sid] < self._grace_ms()
         )
-        me = Load(self._session_id(), self._held(), ctx.config.max_connections)
         share = share_of(
             self._loads,
-            me,
+            self._me(),
             max_hand_offs=0,
             last_take_ms=self._last_take_ms,
             unplaced=max(unplaced, reported),
+            by_load=self.by_load,
         )
         return share.takeover_room
 
@@ -146,7 +165,7 @@ class Balance:
         after the first that wanted a handoff, still wants (docs/decisions.md: a load moved
         within a heartbeat before a view is misreported in it)."""
         share = self.share()
-        if share is None or not share.imbalanced or self._held() <= share.target:
+        if share is None or not share.imbalanced or share.excess <= 0:
             self._wanted_since_ms = None
             return 0
         if self._placing_any(self._ctx.clock.now_ms()):

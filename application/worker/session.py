@@ -115,6 +115,7 @@ class ConnectionSession:
         # When this session stored its first message: how long the upstream has streamed well.
         self._streaming_since_ms: int | None = None
         self.upstream_open = False  # true while an upstream stream is open (for status/tests)
+        self.received = 0  # messages received from the upstream (its rate: Sessions.sample_rates)
         self._later: SessionEnd | None = None  # a stop asked for after the first (see _stopped)
         # The store has it back: no longer this worker's, though this task may still be
         # finishing (its hint can reach this worker's own poll first: Sessions.holds).
@@ -223,6 +224,7 @@ class ConnectionSession:
                             # A plain sum, read where metrics are published: a metrics call
                             # per message costs microseconds at thousands of messages a second.
                             writer.received += 1
+                            self.received += 1
                             await self._admitted(self._admission.receive(message))
                             attempts = 0
                     finally:

@@ -53,9 +53,15 @@ def incarnation_of(session_id: str) -> int:
 
 
 class SessionKeeper:
-    def __init__(self, ctx: WorkerContext, load: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        ctx: WorkerContext,
+        load: Callable[[], int],
+        rate: Callable[[int], float] = lambda now_ms: 0.0,
+    ) -> None:
         self._ctx = ctx
         self._load = load  # connections held now, reported with each renew
+        self._rate = rate  # their messages a second, sampled at the instant given, reported too
         self._trusted_s = ctx.config.trusted_s
         self._incarnation = 0  # of the last session id tried
         self.session_id = ""  # none until `open` succeeds
@@ -231,13 +237,16 @@ class SessionKeeper:
         began = ctx.clock.monotonic()
         while self.trusts(session_id) and (self.last_renewed is None or self.last_renewed < began):
             started = ctx.clock.monotonic()
+            now_ms = ctx.clock.now_ms()
+            rate_milli = round(1000 * self._rate(now_ms))
             try:
                 renewed = await ctx.store.renew_session(
                     session_id,
                     ctx.config.lease_ms,
                     min(self._load(), ctx.config.max_connections),
                     ctx.config.max_connections,
-                    ctx.clock.now_ms(),
+                    now_ms,
+                    rate_milli,
                 )
             except StoreUnavailable as exc:
                 attempt += 1

@@ -14,7 +14,7 @@ from application.ports.metrics import (
     LEASE_ACQUISITIONS,
     TAKEOVERS,
 )
-from application.worker.balance import Balance
+from application.worker.balance import MOVED_HOLD_LEASES, Balance
 from application.worker.context import WorkerContext
 from application.worker.ingest import IngestWriter
 from application.worker.lease import Lease
@@ -22,6 +22,7 @@ from application.worker.session import ConnectionSession, SessionEnd
 from application.worker.session_keeper import SessionKeeper
 from application.worker.take_limit import TakeLimit
 from domain import Connection, DesiredState, Event, LeaseAcquired, LeaseTakenOver
+from domain.balance import Rate, cost, pick_hand_offs, smoothed
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,12 @@ class Sessions:
         self._limit = TakeLimit(ctx.config)
         self.handed_over: list[str] = []  # released during shutdown: hint the fleet
         self.handed_over_changed = asyncio.Event()  # set as each is added
-        self.balance = Balance(ctx, lambda: keeper.session_id, self._held)
+        self.balance = Balance(ctx, lambda: keeper.session_id, self._held, self.rate_now)
+        # Each running connection's smoothed message rate, sampled with every renew.
+        self._rates: dict[str, Rate] = {}
+        # Moved in (taken from another owner): not handed off to balance before the monotonic
+        # instant given (balance.MOVED_HOLD_LEASES).
+        self._moved_in: dict[str, float] = {}
         self.leaving: set[str] = set()  # handed off to balance, not yet released
         # Handed off to balance: not taken back before the monotonic instant given (its hint
         # is for a worker below its share; if none takes it by then, this one may).
@@ -100,18 +106,44 @@ class Sessions:
         del self._handed_off[connection_id]
         return False
 
+    def sample_rates(self, now_ms: int) -> float:
+        """Sample every running connection's message rate (domain/balance.py `smoothed`) and
+        return their sum, messages a second: the load the heartbeat reports."""
+        rates = {}
+        for cid, (session, _) in self._running.items():
+            rates[cid] = smoothed(self._rates.get(cid, Rate()), session.received, now_ms)
+        self._rates = rates
+        return self.rate_now()
+
+    def rate_now(self) -> float:
+        """The smoothed messages a second of the connections running here, as last sampled."""
+        return sum(self._rates[cid].per_s for cid in self._running if cid in self._rates)
+
     def hand_off(self, count: int) -> list[str]:
-        """Hand `count` connections to the fleet by the graceful path (drain, release with
-        the final checkpoint, hint). Chosen so the move costs least: streaming ones first
+        """Hand up to `count` connections to the fleet by the graceful path (drain, release
+        with the final checkpoint, hint). Chosen so the move costs least: streaming ones first
         (one reconnecting would only restart its back-off), the fewest messages left to
-        drain, then the most recently taken (those held long stay put)."""
+        drain, then the most recently taken (those held long stay put). By load, of those,
+        the ones whose moves best close the gap (domain/balance.py `pick_hand_offs`), and
+        none that moved in lately (`MOVED_HOLD_LEASES`): a connection is not bounced on."""
         candidates = [s for s, _ in reversed(self._running.values()) if not s.stopping]
         candidates.sort(key=lambda s: (not s.upstream_open, s.ingest.pending))
         chosen = candidates[:count]
+        share = self.balance.share() if self.balance.by_load else None
+        if share is not None and share.excess > 0:  # (a caller's own count otherwise)
+            now = self._ctx.clock.monotonic()
+            settled = [s for s in candidates if self._moved_in.get(s.connection_id, 0) <= now]
+            costs = [(s.connection_id, cost(self._rate_of(s.connection_id))) for s in settled]
+            picked = set(pick_hand_offs(costs, share, count))
+            chosen = [s for s in settled if s.connection_id in picked]
         for session in chosen:
             self.leaving.add(session.connection_id)
             session.request_stop(SessionEnd.REBALANCE)
         return [s.connection_id for s in chosen]
+
+    def _rate_of(self, connection_id: str) -> float:
+        rate = self._rates.get(connection_id)
+        return rate.per_s if rate is not None else 0.0
 
     async def take_each(self, candidates: Sequence[tuple[str, bool]]) -> list[str]:
         """Take each (connection_id, dead_owner) while there is room, in order, in waves of
@@ -232,6 +264,9 @@ class Sessions:
             resume + 1,
             extra=ctx.log_extra(connection_id, acquired.token),
         )
+        if acquired.token > 1:  # it had an owner before: it moved in
+            hold_s = MOVED_HOLD_LEASES * ctx.config.lease_ms / 1000
+            self._moved_in[connection_id] = ctx.clock.monotonic() + hold_s
         lease = Lease(ctx, keeper, connection_id, acquired.token, session_id, fenced)
         session = ConnectionSession(ctx, acquired, lease, resume, self._writer, self._handed_back)
         task = asyncio.create_task(session.run(), name=f"session:{connection_id}")
@@ -291,6 +326,8 @@ class Sessions:
         entry = self._running.get(connection_id)
         if entry is not None and entry[0] is session:
             del self._running[connection_id]
+            self._rates.pop(connection_id, None)
+            self._moved_in.pop(connection_id, None)
         if session.end is SessionEnd.SHUTDOWN:
             self.handed_over.append(connection_id)
             self.handed_over_changed.set()

@@ -93,7 +93,9 @@ class Worker:
             rng=rng or random.Random(),
         )
         self.ingest = IngestWriter(self.ctx)
-        self.keeper = SessionKeeper(self.ctx, lambda: len(self.sessions))
+        self.keeper = SessionKeeper(
+            self.ctx, lambda: len(self.sessions), lambda now_ms: self.sessions.sample_rates(now_ms)
+        )
         self.sessions = Sessions(self.ctx, self.ingest, self.keeper)
         self._beats = Heartbeats()
         self._loops: dict[str, asyncio.Task[None]] = {}

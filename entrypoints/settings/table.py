@@ -641,6 +641,12 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
         "The most connections a worker hands off to balance per look at the fleet (about "
         "once a session lease).",
     ),
+    "balance_by": (
+        Choice("count", "load"),
+        "What balancing evens out: `count`, connections; `load`, connections weighted by what "
+        "they receive (each weighs 1 plus its messages a second, smoothed over 30 s and "
+        "reported with the heartbeat), so one hot feed is not counted as one quiet one.",
+    ),
 }
 
 

@@ -297,6 +297,22 @@ async def test_renew_session_extends_it_never_shortens_it_and_records_the_load(
     assert [type(e) for e in await store.session_history("s1")] == [SessionOpened]  # not logged
 
 
+async def test_renew_session_records_the_message_rate_for_balancing_by_load(
+    store: ConnectionStore,
+) -> None:
+    await session(store)
+
+    renewed = await store.renew_session("s1", LEASE, 3, 10, T + 10, rate_milli=152_500)
+
+    assert renewed is not None
+    assert renewed.rate_milli == 152_500
+    assert await store.get_session("s1") == renewed
+    assert [s.rate_milli for s in await store.list_sessions() if s.session_id == "s1"] == [152_500]
+    again = await store.renew_session("s1", LEASE, 3, 10, T + 20)
+    assert again is not None
+    assert again.rate_milli == 0  # each renew reports it afresh
+
+
 async def test_renew_of_an_expired_ended_or_unknown_session_is_refused(
     store: ConnectionStore,
 ) -> None:

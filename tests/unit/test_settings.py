@@ -102,6 +102,7 @@ def test_values_are_parsed_into_their_types() -> None:
         ("WSFLEET_HEALTH_PORT", "70000", "expected integer 0..65535"),
         ("WSFLEET_ALLOWED_UPSTREAM_HOSTS", "ok.com,bad host", "'bad host' is not"),
         ("WSFLEET_REGION", "Europe", "expected an AWS region"),
+        ("WSFLEET_BALANCE_BY", "bytes", "expected one of count, load"),
     ],
 )
 def test_an_invalid_value_names_the_variable_and_what_is_allowed(
