@@ -70,7 +70,23 @@ def imports_of(name: str, path: Path) -> set[str]:
     `a` and `a.b`: b may be a submodule; names that are not modules are dropped later)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        # A package whose re-exports load when first used (adapters/lazy.py: `__getattr__ =
+        # exports(__name__, {"Name": "submodule", ...})`) imports each of those submodules.
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "exports"
+            and len(node.args) == 2
+            and isinstance(node.args[1], ast.Dict)
+        ):
+            found.update(
+                f"{package}.{value.value}"
+                for value in node.args[1].values
+                if isinstance(value, ast.Constant) and isinstance(value.value, str)
+            )
+    for node in _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from adapters.postgres.schema import SCHEMA_VERSION
 from application.worker.session_keeper import worker_of
 from application.worker_ids import name_of
 from entrypoints.cli.main import main
@@ -62,8 +63,8 @@ async def test_migrate_then_a_worker_streams_and_every_command_sees_it(
     env = {**FAST, **backend(postgres_url)}
     first = await cli(["migrate"], tmp_path, env)
     again = await cli(["migrate"], tmp_path, env)
-    assert first.stdout.strip() == "schema at version 1 (was 0)"
-    assert again.stdout.strip() == "schema at version 1 (was 1)"
+    assert first.stdout.strip() == f"schema at version {SCHEMA_VERSION} (was 0)"
+    assert again.stdout.strip() == f"schema at version {SCHEMA_VERSION} (was {SCHEMA_VERSION})"
 
     simulator = await cli_process(
         "simulator", ["simulate-upstream", "--port", "0", "--rate", "20"], tmp_path, {}

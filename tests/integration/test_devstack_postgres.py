@@ -8,6 +8,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from adapters.postgres.schema import SCHEMA_VERSION
 from entrypoints.devstack.postgres import (
     LocalPostgres,
     fresh_database,
@@ -121,7 +122,7 @@ async def test_open_postgres_is_a_migrated_deployment_its_image_workers_can_run_
     assert outcome.changed
     assert stored is not None
     assert messages == []
-    assert version == 1
+    assert version == SCHEMA_VERSION
     assert deployment.env["WSFLEET_BACKEND"] == "postgres"
     assert deployment.worker_argv("w1") == list(AWS_WORKER)
     assert postgres_server.password not in shown
