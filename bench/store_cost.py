@@ -109,23 +109,28 @@ async def per_operation(store: ConnectionStore, measure: Measure) -> dict[str, A
     return ops
 
 
+def held_by(session: str, count: int) -> list[Connection]:
+    """`count` STARTED connections owned by `session`: what a steady worker holds (each
+    backend's suite writes them directly, as setup that is not counted)."""
+    return [
+        Connection(
+            connection_id=f"held-{session}-{i:05d}",
+            version=2,
+            desired_state=DesiredState.STARTED,
+            ws_url=URL,
+            owner=session,
+            token=1,
+            updated_at_ms=T0,
+        )
+        for i in range(count)
+    ]
+
+
 async def _own(client: Any, session: str, count: int) -> None:
     """`count` STARTED connections owned by `session`, written directly (unmetered setup)."""
     table = TableNames().connections
     items = [
-        connection_to_item(
-            Connection(
-                connection_id=f"held-{session}-{i:05d}",
-                version=2,
-                desired_state=DesiredState.STARTED,
-                ws_url=URL,
-                owner=session,
-                token=1,
-                updated_at_ms=T0,
-            ),
-            schema.DEFAULT_ORPHAN_SHARDS,
-        )
-        for i in range(count)
+        connection_to_item(conn, schema.DEFAULT_ORPHAN_SHARDS) for conn in held_by(session, count)
     ]
     for i in range(0, len(items), 25):
         requests: list[Any] = [{"PutRequest": {"Item": item}} for item in items[i : i + 25]]

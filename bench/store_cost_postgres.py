@@ -38,8 +38,7 @@ from adapters.postgres.store import PostgresConnectionStore
 from adapters.system.clock import SystemClock
 from application.config import WorkerConfig
 from application.errors import QueueUnavailable
-from bench.store_cost import T0, URL, per_operation, periodic_calls
-from domain import Connection, DesiredState
+from bench.store_cost import T0, held_by, per_operation, periodic_calls
 from entrypoints.devstack.postgres import LocalPostgres, fresh_database, open_local_postgres
 from entrypoints.read_side.postgres import postgres_store
 
@@ -112,20 +111,7 @@ async def logging_postgres(log_dir: Path) -> AsyncIterator[tuple[LocalPostgres, 
 
 async def _own(url: str, session: str, count: int) -> None:
     """`count` STARTED connections owned by `session`, written directly (setup, not counted)."""
-    rows = [
-        connection_to_row(
-            Connection(
-                connection_id=f"held-{session}-{i:05d}",
-                version=2,
-                desired_state=DesiredState.STARTED,
-                ws_url=URL,
-                owner=session,
-                token=1,
-                updated_at_ms=T0,
-            )
-        )
-        for i in range(count)
-    ]
+    rows = [connection_to_row(conn) for conn in held_by(session, count)]
     conn = await asyncpg.connect(url)
     try:
         await conn.copy_records_to_table(CONNECTIONS, records=rows, columns=CONNECTION_COLUMNS)
