@@ -24,6 +24,8 @@ from bench.fleet_scenario import run_fleet
 from bench.ingest import run_ingest
 from bench.kinesis_batches import render as render_kinesis_batches
 from bench.kinesis_batches import run_kinesis_batches
+from bench.kinesis_crash import render as render_kinesis_crash
+from bench.kinesis_crash import run_kinesis_crash
 from bench.limits import raise_open_files
 from bench.read_back import render as render_read_back
 from bench.read_back import run_read_back
@@ -54,6 +56,7 @@ SUITES = (
     "ingest",
     "sink",
     "kinesis-batch",
+    "kinesis-crash",
     "read-back",
 )
 log = logging.getLogger("bench")
@@ -288,6 +291,9 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
         elif suite == "kinesis-batch":
             results["kinesis_batch"] = await run_kinesis_batches(log_dir, 1 if args.quick else 3)
             print(render_kinesis_batches(results["kinesis_batch"]), flush=True)
+        elif suite == "kinesis-crash":
+            results["kinesis_crash"] = await run_kinesis_crash(log_dir, 1 if args.quick else 2)
+            print(render_kinesis_crash(results["kinesis_crash"]), flush=True)
         elif suite == "read-back":
             results["read_back"] = await run_read_back(
                 log_dir, 10_000 if args.quick else 100_000, 2 if args.quick else 20

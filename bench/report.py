@@ -199,6 +199,7 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 )
             )
     out += _postgres_store_rows(results.get("store_cost_postgres"))
+    out += _kinesis_crash_rows(results.get("kinesis_crash"))
     for run in results.get("capacity", []):
         out += _capacity_rows(run)
     for run in results.get("ingest", []):
@@ -212,6 +213,27 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             )
         )
     return out
+
+
+def _kinesis_crash_rows(crash: dict[str, Any] | None) -> list[tuple[str, str, str, str]]:
+    """Issue 30's crash target: 0 lost; a killed worker's connections replayed at most what
+    one checkpoint interval (and the flush lag before it) holds (bench/kinesis_crash.py)."""
+    if not crash:
+        return []
+    runs = crash["runs"]
+    lost = sum(r["lost"] for r in runs)
+    most = max((max(r["copies"], default=0) for r in runs), default=0)
+    bound = runs[0]["bound"] if runs else 0
+    label = f"kinesis, SIGKILL at {crash['connections'] * crash['rate']:,.0f} msg/s"
+    return [
+        (f"{label}: lost", str(lost), "0", _ok(lost == 0)),
+        (
+            f"{label}: copies per connection, most",
+            str(most),
+            f"<= {bound:.0f}",
+            _ok(all(r["within_bound"] for r in runs)),
+        ),
+    ]
 
 
 # Statements per worker-second on PostgreSQL at the most connections held, against those at the
