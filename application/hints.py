@@ -23,7 +23,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from application.errors import QueueUnavailable
-from application.ports import NotificationQueue
+from application.ports import HintOrigin, NotificationQueue
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,16 @@ SECOND_ROUND_S = 0.3
 
 
 async def send_hints(
-    queue: NotificationQueue, connection_ids: Sequence[str], extra: Mapping[str, object]
+    queue: NotificationQueue,
+    connection_ids: Sequence[str],
+    extra: Mapping[str, object],
+    origin: HintOrigin | None = None,
 ) -> None:
     """Raises QueueUnavailable if the first round fails; a copy that fails is only logged
-    (`extra` names who sent it): the hints went out once."""
-    await queue.send(connection_ids)
+    (`extra` names who sent it): the hints went out once. `origin`: the session releasing
+    them, if any (application/ports/queue.py `HintOrigin`)."""
+    await queue.send(connection_ids, origin=origin)
     try:
-        await queue.send(connection_ids, delay_s=REPEAT_S, copy=True)
+        await queue.send(connection_ids, delay_s=REPEAT_S, copy=True, origin=origin)
     except QueueUnavailable as exc:
         log.info("%d hint(s) went out once, not twice: %s", len(connection_ids), exc, extra=extra)

@@ -9,7 +9,7 @@ import attrs
 
 from application.aio import wait_or_timeout
 from application.ports import Clock
-from application.ports.queue import Delivery, check_delay
+from application.ports.queue import Delivery, HintOrigin, check_delay
 from domain import DomainError, validate_connection_id
 
 
@@ -19,6 +19,7 @@ class _Message:
     visible_at: float = 0.0  # monotonic seconds
     receipt: str | None = None
     copy: bool = False
+    origin: HintOrigin | None = None
 
 
 class InMemoryNotificationQueue:
@@ -33,12 +34,18 @@ class InMemoryNotificationQueue:
         self.sent = 0
 
     async def send(
-        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+        self,
+        connection_ids: Sequence[str],
+        *,
+        delay_s: int = 0,
+        copy: bool = False,
+        origin: HintOrigin | None = None,
     ) -> None:
         check_delay(delay_s)
         visible_at = self._clock.monotonic() + delay_s if delay_s else 0.0
         for cid in connection_ids:
-            self._messages.append(_Message(body=cid, visible_at=visible_at, copy=copy))
+            message = _Message(body=cid, visible_at=visible_at, copy=copy, origin=origin)
+            self._messages.append(message)
             self.sent += 1
         self._arrived.set()
 
@@ -68,7 +75,7 @@ class InMemoryNotificationQueue:
             if message.visible_at <= now:
                 message.receipt = f"r{next(self._receipts)}"
                 message.visible_at = now + self._visibility_timeout_s
-                out.append(_delivery(message.body, message.receipt, message.copy))
+                out.append(_delivery(message.body, message.receipt, message.copy, message.origin))
         return out
 
     async def release(self, receipts: Sequence[str]) -> None:
@@ -88,8 +95,8 @@ class InMemoryNotificationQueue:
         return len(self._messages)
 
 
-def _delivery(body: str, receipt: str, copy: bool) -> Delivery:
+def _delivery(body: str, receipt: str, copy: bool, origin: HintOrigin | None) -> Delivery:
     try:
-        return Delivery(receipt, validate_connection_id(body), copy=copy)
+        return Delivery(receipt, validate_connection_id(body), copy=copy, origin=origin)
     except DomainError as exc:
         return Delivery(receipt=receipt, connection_id=None, problem=str(exc))

@@ -30,7 +30,7 @@ from adapters.postgres.schema import HINTS, HINTS_CHANNEL, Conn
 from adapters.sqlite.hints import delivery_of, encode_hint  # the one hint format, pure JSON
 from application.errors import QueueUnavailable
 from application.ports import Clock
-from application.ports.queue import Delivery, check_delay
+from application.ports.queue import Delivery, HintOrigin, check_delay
 
 MAX_MESSAGES = 10  # per receive, as SQS
 DEFAULT_VISIBILITY_TIMEOUT_S = 30.0
@@ -101,9 +101,14 @@ class PostgresNotificationQueue:
             await listener.close()
 
     async def send(
-        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+        self,
+        connection_ids: Sequence[str],
+        *,
+        delay_s: int = 0,
+        copy: bool = False,
+        origin: HintOrigin | None = None,
     ) -> None:
-        bodies = [encode_hint(cid, copy=copy) for cid in connection_ids]
+        bodies = [encode_hint(cid, copy=copy, origin=origin) for cid in connection_ids]
         await self.send_raw(bodies, delay_s=delay_s)
 
     async def send_raw(self, bodies: Sequence[str], *, delay_s: int = 0) -> None:

@@ -8,7 +8,7 @@ another technology's package; the format is one line and the contract suite chec
 
 import json
 
-from application.ports.queue import Delivery
+from application.ports.queue import Delivery, HintOrigin, origin_fields, origin_of
 from domain import DomainError, validate_connection_id
 
 CONNECTION_ID_FIELD = "connection_id"
@@ -16,10 +16,11 @@ DELAYED_FIELD = "delayed"
 _ECHO_LIMIT = 64  # a malformed body is quoted in the problem, never in full
 
 
-def encode_hint(connection_id: str, copy: bool = False) -> str:
+def encode_hint(connection_id: str, copy: bool = False, origin: HintOrigin | None = None) -> str:
     document: dict[str, object] = {CONNECTION_ID_FIELD: connection_id}
     if copy:
         document[DELAYED_FIELD] = True
+    document.update(origin_fields(origin))
     return json.dumps(document, separators=(",", ":"))
 
 
@@ -37,8 +38,9 @@ def delivery_of(body: str, receipt: str) -> Delivery:
         )
     copy = document.get(DELAYED_FIELD) is True
     try:
-        return Delivery(receipt, validate_connection_id(connection_id), copy=copy)
-    except DomainError as exc:
+        origin = origin_of(document)
+        return Delivery(receipt, validate_connection_id(connection_id), copy=copy, origin=origin)
+    except (DomainError, ValueError) as exc:
         return _malformed(receipt, str(exc))
 
 

@@ -8,6 +8,7 @@ from adapters.sqs.schema import (
     CONNECTION_ID_FIELD,
     DELAYED_FIELD,
 )
+from application.ports.queue import HintOrigin, origin_fields, origin_of
 from domain import DomainError, validate_connection_id
 
 _ECHO_LIMIT = 64  # a malformed body is echoed into the problem, but never in full
@@ -17,10 +18,11 @@ class MalformedHint(ValueError):
     """A body that names no valid connection; the message says why."""
 
 
-def encode_hint(connection_id: str, copy: bool = False) -> str:
+def encode_hint(connection_id: str, copy: bool = False, origin: HintOrigin | None = None) -> str:
     document: dict[str, object] = {CONNECTION_ID_FIELD: connection_id}
     if copy:
         document[DELAYED_FIELD] = True
+    document.update(origin_fields(origin))
     return json.dumps(document, separators=(",", ":"))
 
 
@@ -30,7 +32,14 @@ def decode_hint(body: str) -> str:
 
 
 def decode(body: str) -> tuple[str, bool]:
-    """The connection id a hint names, and whether it was sent with a delay. Raises
+    """The connection id a hint names, and whether it was sent as a copy. Raises
+    MalformedHint."""
+    connection_id, copy, _ = decode_all(body)
+    return connection_id, copy
+
+
+def decode_all(body: str) -> tuple[str, bool, HintOrigin | None]:
+    """The connection id, whether it is a copy, and the hint's origin. Raises
     MalformedHint."""
     try:
         document = json.loads(body)
@@ -49,6 +58,7 @@ def decode(body: str) -> tuple[str, bool]:
             f"or {ARTICLE_KEY_FIELD!r} = '{ARTICLE_KEY_PREFIX}<id>'): {body[:_ECHO_LIMIT]!r}"
         )
     try:
-        return validate_connection_id(connection_id), document.get(DELAYED_FIELD) is True
-    except DomainError as exc:
+        origin = origin_of(document)
+        return validate_connection_id(connection_id), document.get(DELAYED_FIELD) is True, origin
+    except (DomainError, ValueError) as exc:
         raise MalformedHint(str(exc)) from None

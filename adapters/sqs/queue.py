@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from adapters.sqs.errors import queue_errors
-from adapters.sqs.messages import MalformedHint, decode, encode_hint
+from adapters.sqs.messages import MalformedHint, decode_all, encode_hint
 from adapters.sqs.schema import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
     MAX_BATCH,
@@ -18,7 +18,7 @@ from adapters.sqs.schema import (
     MAX_WAIT_S,
 )
 from application.errors import ConfigurationError, QueueUnavailable
-from application.ports.queue import Delivery, check_delay
+from application.ports.queue import Delivery, HintOrigin, check_delay
 
 if TYPE_CHECKING:
     from types_aiobotocore_sqs.client import SQSClient
@@ -66,10 +66,16 @@ class SqsNotificationQueue:
         self._visibility_timeout_s = visibility_timeout_s
         self._batch_attempts = batch_attempts
         self._retry_delay_s = retry_delay_s
-        self._received: dict[str, str] = {}  # receipt -> connection id, oldest first
+        # receipt -> what it delivered, oldest first: a give-back sends the same hint again
+        self._received: dict[str, Delivery] = {}
 
     async def send(
-        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+        self,
+        connection_ids: Sequence[str],
+        *,
+        delay_s: int = 0,
+        copy: bool = False,
+        origin: HintOrigin | None = None,
     ) -> None:
         check_delay(delay_s)
         refused: list[str] = []
@@ -82,7 +88,7 @@ class SqsNotificationQueue:
                     Entries=[
                         {
                             "Id": i,
-                            "MessageBody": encode_hint(chunk[i], copy=copy),
+                            "MessageBody": encode_hint(chunk[i], copy=copy, origin=origin),
                             "DelaySeconds": delay_s,
                         }
                         for i in ids
@@ -110,7 +116,7 @@ class SqsNotificationQueue:
         deliveries = [_delivery(m) for m in response.get("Messages", []) if m.get("ReceiptHandle")]
         for delivery in deliveries:
             if delivery.connection_id is not None:
-                self._received[delivery.receipt] = delivery.connection_id
+                self._received[delivery.receipt] = delivery
         while len(self._received) > _REMEMBERED:
             del self._received[next(iter(self._received))]
         return deliveries
@@ -123,10 +129,18 @@ class SqsNotificationQueue:
         count; on moto it also reaches a waiting long poll only on its next one-second look:
         docs/decisions.md). A receipt not remembered (or a malformed hint's) is made visible
         again instead. If the send fails, nothing is deleted (the hint comes back when its
-        visibility timeout ends); if the delete fails, the hint is there twice (harmless)."""
+        visibility timeout ends); if the delete fails, the hint is there twice (harmless).
+        Sent again as it was: a copy stays a copy, and its origin stays with it (a give-back
+        once dropped both, and a taker then counted a handed-off connection twice)."""
         known = [r for r in dict.fromkeys(receipts) if r in self._received]
+        alike: dict[tuple[bool, HintOrigin | None], list[str]] = {}
+        for r in known:
+            hint = self._received[r]
+            assert hint.connection_id is not None  # only valid hints are remembered
+            alike.setdefault((hint.copy, hint.origin), []).append(hint.connection_id)
+        for (copy, origin), ids in alike.items():
+            await self.send(ids, copy=copy, origin=origin)
         if known:
-            await self.send([self._received[r] for r in known])
             await self.delete(known)
         await self._make_visible([r for r in receipts if r not in set(known)])
 
@@ -214,7 +228,7 @@ def _listing(items: list[str]) -> str:
 def _delivery(message: MessageTypeDef) -> Delivery:
     receipt = message.get("ReceiptHandle", "")
     try:
-        connection_id, copy = decode(message.get("Body", ""))
-        return Delivery(receipt, connection_id, copy=copy)
+        connection_id, copy, origin = decode_all(message.get("Body", ""))
+        return Delivery(receipt, connection_id, copy=copy, origin=origin)
     except MalformedHint as exc:
         return Delivery(receipt=receipt, connection_id=None, problem=str(exc))

@@ -2,7 +2,7 @@
 
 from application.ports.clock import Clock
 from application.ports.metrics import Metrics
-from application.ports.queue import Delivery, NotificationQueue
+from application.ports.queue import Delivery, HintOrigin, NotificationQueue
 from application.ports.sink import MessageReader, MessageSink, StoredMessage
 from application.ports.store import CommandResult, ConnectionStore, SessionResult
 from application.ports.upstream import UpstreamConnector, UpstreamMessage, UpstreamStream
@@ -12,6 +12,7 @@ __all__ = [
     "CommandResult",
     "ConnectionStore",
     "Delivery",
+    "HintOrigin",
     "MessageReader",
     "MessageSink",
     "Metrics",

@@ -4,10 +4,23 @@ A hint is never a guarantee (the store decides ownership); losing one only delay
 reconciliation. Delivery is at-least-once with a visibility timeout, like SQS.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import attrs
+
+from domain import DomainError, validate_session_id
+
+
+@attrs.frozen
+class HintOrigin:
+    """Who freed the hinted connection: the live worker session that held it and handed it
+    back (to balance, or after its upstream failed). A taker's view of the fleet still counts
+    the connection in that session's last reported load; with the origin it counts it once
+    (application/worker/balance.py). A shutting-down worker's hints carry none
+    (docs/decisions.md). Only a hint; the store decides ownership."""
+
+    session_id: str
 
 
 @attrs.frozen
@@ -15,12 +28,39 @@ class Delivery:
     """One received message. `connection_id` is None when the body could not be parsed;
     `problem` then says why, and the consumer logs, counts and deletes it. `copy`: it was
     sent as a copy of hints sent before (application/hints.py), so the consumer reads the
-    connection before it acts on it."""
+    connection before it acts on it. `origin`: as sent (None: a START, a reported death)."""
 
     receipt: str
     connection_id: str | None
     problem: str | None = None
     copy: bool = False
+    origin: HintOrigin | None = None
+
+
+# A hint's origin in a JSON body, for every queue whose bodies are JSON (SQS, SQLite, PostgreSQL):
+# the releasing session's id. Absent from a START's hint, and from hints sent before origins
+# were: a rolling deploy's old workers send none, and old workers ignore the field.
+ORIGIN_FIELD = "from"
+
+
+def origin_fields(origin: HintOrigin | None) -> dict[str, object]:
+    return {} if origin is None else {ORIGIN_FIELD: origin.session_id}
+
+
+def origin_of(document: Mapping[str, object]) -> HintOrigin | None:
+    """The origin a hint's JSON document carries. Raises ValueError, naming the field, for one
+    that is not a valid session id: the hint is then malformed as a whole (dropped and
+    counted, like a body naming no connection), never half believed."""
+    session_id = document.get(ORIGIN_FIELD)
+    if session_id is None:
+        return None
+    if not isinstance(session_id, str):
+        raise ValueError(f"{ORIGIN_FIELD!r} must be a worker session id (a string)")
+    try:
+        validate_session_id(session_id)
+    except DomainError as exc:
+        raise ValueError(f"{ORIGIN_FIELD!r}: {exc}") from None
+    return HintOrigin(session_id)
 
 
 # The longest delay a hint may be sent with (SQS's own limit, in whole seconds).
@@ -35,11 +75,16 @@ def check_delay(delay_s: int) -> None:
 
 class NotificationQueue(Protocol):
     async def send(
-        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+        self,
+        connection_ids: Sequence[str],
+        *,
+        delay_s: int = 0,
+        copy: bool = False,
+        origin: HintOrigin | None = None,
     ) -> None:
         """Enqueue one hint per id (batched where the queue allows), received by nobody until
-        `delay_s` whole seconds have passed (see check_delay), and then with `copy` as given.
-        Raises QueueUnavailable."""
+        `delay_s` whole seconds have passed (see check_delay), and then with `copy` and
+        `origin` as given. Raises QueueUnavailable."""
         ...
 
     async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:

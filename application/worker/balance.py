@@ -6,10 +6,22 @@ The view is the sessions list the reconcile loop reads about once a lease; this 
 load is always what it holds now. A view older than two leases is not trusted (the loop cannot
 reach the store): the worker then takes whatever its capacity allows, as without balancing,
 so that a stale view never leaves a connection orphaned.
+
+**Counted once.** A connection this worker took through a hint that names its releaser
+(`HintOrigin`) is still in that releaser's load as last reported, until its next report; the
+view counts it there no more (`_view`). Such a take is accounted for, so it does not make the
+view "not caught up" (domain/balance.py), which would let this worker take up to its capacity:
+two newcomers joining, the first to poll took 14 of the 20 that two workers handed off, and
+balancing moved 4 of them again (bench/RESULTS.md section 31). And a hint from a releaser
+handing off to balance, taken on a view that sees the fleet balanced, says the view is older
+than the releaser's (`behind`): it is read again first.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
+import attrs
+
+from application.ports import HintOrigin
 from application.worker.context import WorkerContext
 from domain import WorkerSession
 from domain.balance import Load, Share, loads_of, share_of, take_order
@@ -18,6 +30,9 @@ from domain.balance import Load, Share, loads_of, share_of, take_order
 # it brings is counted by the next views, and a second move within them would be a reaction
 # to a view that had not caught up with the first).
 MOVED_HOLD_LEASES = 4
+
+# A view read less than this part of a heartbeat ago is not read again for a hint (`behind`).
+BEHIND_RECHECK_BEATS = 0.25
 
 # How long after a session died its connections are placed by share before they are open to
 # all, in heartbeats: the survivors' watches see the death within a heartbeat of each other,
@@ -58,6 +73,9 @@ class Balance:
         # reported (what it held as it died: nobody else can have reported taking any of it).
         self._died_at: dict[str, int] = {}
         self._dead_held: dict[str, int] = {}
+        # Takes through hints naming a live releaser: its session id -> when it released each
+        # (its clock), counted off its load until it reports after them.
+        self._taken_from: dict[str, list[int]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -74,6 +92,12 @@ class Balance:
 
     def observe(self, sessions: Sequence[WorkerSession], now_ms: int) -> None:
         self._loads = loads_of(sessions, now_ms)
+        reported = {load.session_id: load.reported_at_ms for load in self._loads}
+        self._taken_from = {
+            sid: later
+            for sid, takes in self._taken_from.items()
+            if sid in reported and (later := [t for t in takes if t > reported[sid]])
+        }
         dead = [s for s in sessions if not s.is_live(now_ms)]
         self._died_at = {s.session_id: died_at_ms(s) for s in dead}
         self._dead_held = {s.session_id: s.held for s in dead}
@@ -88,13 +112,29 @@ class Balance:
         if ctx.clock.monotonic() - self._seen_at > 2 * ctx.config.lease_ms / 1000:
             return None
         return share_of(
-            self._loads,
+            self._view(),
             self._me(),
             max_hand_offs=ctx.config.balance_handoffs_per_pass,
             settle_after_ms=max(self._settle_after_ms, self._wanted_since_ms or 0),
             last_take_ms=self._last_take_ms,
             by_load=self.by_load,
         )
+
+    def _view(self) -> list[Load]:
+        """The live loads, with what this worker took from each since its last report
+        counted off (its rate in proportion)."""
+        loads: list[Load] = []
+        for load in self._loads:
+            taken = sum(
+                1 for t in self._taken_from.get(load.session_id, ()) if t > load.reported_at_ms
+            )
+            if not taken:
+                loads.append(load)
+                continue
+            held = max(0, load.held - taken)
+            rate = load.rate * held / load.held if load.held else load.rate
+            loads.append(attrs.evolve(load, held=held, rate=rate))
+        return loads
 
     def placing(self, owner: str, now_ms: int) -> bool:
         """Whether a connection of the dead session `owner` is placed by share: its owner
@@ -129,7 +169,7 @@ class Balance:
             if now_ms - self._died_at[sid] < self._grace_ms()
         )
         share = share_of(
-            self._loads,
+            self._view(),
             self._me(),
             max_hand_offs=0,
             last_take_ms=self._last_take_ms,
@@ -178,9 +218,40 @@ class Balance:
             return 0
         return share.hand_off
 
-    def took(self, at_ms: int) -> None:
-        """This worker took a connection at `at_ms`: until every other worker has reported
-        its load after it, the view cannot hold taking back (domain/balance.py)."""
+    def behind(self, origins: Iterable[HintOrigin]) -> bool:
+        """Whether hints about to be taken say this worker's view is older than their
+        releasers': a live session handing off to balance does so on a view it found out of
+        balance (or it is one this view does not know), so a view that sees the fleet
+        balanced missed something (a join, read a lease ago: the old worker would take what
+        the newcomers are short of). Then the view is read again before taking: one read,
+        only while connections are handed back, at most once per `BEHIND_RECHECK_BEATS`."""
+        mine = self._session_id()
+        balancing = [o for o in origins if o.session_id != mine]
+        if not balancing or not self.enabled or self._seen_at is None:
+            return False
+        fresh_s = BEHIND_RECHECK_BEATS * self._ctx.config.heartbeat_interval_s
+        if self._ctx.clock.monotonic() - self._seen_at < fresh_s:
+            return False  # read just now: a hand-back storm costs a read per this at most
+        known = {load.session_id for load in self._loads}
+        if any(o.session_id not in known for o in balancing):
+            return True
+        share = self.share()
+        return share is not None and not share.imbalanced
+
+    def took(
+        self, at_ms: int, origin: HintOrigin | None = None, released_at_ms: int | None = None
+    ) -> None:
+        """This worker took a connection at `at_ms`. Released (at `released_at_ms`, by the
+        releaser's clock, as its reports are) by a session of the view (`origin`): counted
+        off that session's load until it reports after the release, and the view stays whole.
+        Otherwise (a START, an orphan, a releaser the view does not know): until every other
+        worker has reported its load after it, the view cannot hold taking back
+        (domain/balance.py)."""
+        known = origin is not None and any(x.session_id == origin.session_id for x in self._loads)
+        if origin is not None and known and released_at_ms is not None:
+            if origin.session_id != self._session_id():
+                self._taken_from.setdefault(origin.session_id, []).append(released_at_ms)
+            return
         self._last_take_ms = max(self._last_take_ms, at_ms)
 
     def handed_off(self, at_ms: int) -> None:

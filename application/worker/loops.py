@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from application.aio import gather_all, wait_or_timeout
 from application.config import WorkerConfig
 from application.errors import ApplicationError
+from application.ports import HintOrigin
 from application.ports.metrics import (
     ACTIVE_CONNECTIONS,
     HOLDING_WITHOUT_STORING_S,
@@ -85,6 +86,7 @@ async def poll_queue(
                 return
             wanted: dict[str, list[str]] = {}  # connection id -> receipts of its hints
             first_round: set[str] = set()  # named by some hint that is not a delayed copy
+            origins: dict[str, HintOrigin] = {}  # who released it, as its hints say
             for delivery in deliveries:
                 if delivery.connection_id is None:
                     ctx.metrics.count(MALFORMED_HINTS)
@@ -93,19 +95,27 @@ async def poll_queue(
                 wanted.setdefault(delivery.connection_id, []).append(delivery.receipt)
                 if not delivery.copy:
                     first_round.add(delivery.connection_id)
+                if delivery.origin is not None:
+                    origins[delivery.connection_id] = delivery.origin
             # Duplicates and redeliveries of what is held already are just deleted.
             candidates = [cid for cid in wanted if not sessions.holds(cid)]
             taken = await _taken_already(ctx, [c for c in candidates if c not in first_round])
             to_take = [(cid, False) for cid in candidates if cid not in taken]
+            if to_take and sessions.balance.behind(origins.values()):
+                # A releaser handing off to balance saw the fleet out of balance; a view that
+                # sees it balanced is older than that (a join it missed, read a lease ago):
+                # taking on it, this worker would take what the newcomers are short of.
+                await _refresh_view(ctx, sessions)
             # Filled up while polling (reconciliation took some): another worker may have
             # room, so those hints are given back; deleting them would leave the connections
             # to reconciliation.
-            no_room = set(await sessions.take_each(to_take))
+            no_room = set(await sessions.take_each(to_take, origins))
             if no_room and not sessions.full and sessions.balance.enabled:
                 # Declined for this worker's share on a view up to a lease old (see above): look
                 # again once (a pause follows a batch taken in none).
                 await _refresh_view(ctx, sessions)
-                no_room = set(await sessions.take_each([(cid, False) for cid in no_room]))
+                retry = [(cid, False) for cid in no_room]
+                no_room = set(await sessions.take_each(retry, origins))
             if to_take:
                 beats.store_reached = ctx.clock.monotonic()
             give_back = [r for cid in no_room for r in wanted[cid]]

@@ -22,6 +22,7 @@ from application.errors import (
     UpstreamUnavailable,
 )
 from application.hints import send_hints
+from application.ports import HintOrigin
 from application.ports.metrics import (
     LEASE_RELEASES,
     MESSAGES_SKIPPED,
@@ -332,7 +333,8 @@ class ConnectionSession:
         """Tell the fleet the connection is free now: otherwise it waits for someone's
         next scan. A lost hint only costs that wait."""
         try:
-            await send_hints(self._ctx.queue, [self.connection_id], self._extra())
+            origin = HintOrigin(self.lease.session_id)
+            await send_hints(self._ctx.queue, [self.connection_id], self._extra(), origin)
         except QueueUnavailable as exc:
             log.warning("hint after hand-back not sent: %s", exc, extra=self._extra())
 

@@ -3,10 +3,11 @@
 import asyncio
 import contextlib
 import logging
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from application.aio import first_completed, gather_all
 from application.errors import SinkUnavailable, StoreUnavailable
+from application.ports import HintOrigin
 from application.ports.metrics import (
     ACQUISITION_CONFLICTS,
     BALANCE_HANDOFFS,
@@ -145,7 +146,11 @@ class Sessions:
         rate = self._rates.get(connection_id)
         return rate.per_s if rate is not None else 0.0
 
-    async def take_each(self, candidates: Sequence[tuple[str, bool]]) -> list[str]:
+    async def take_each(
+        self,
+        candidates: Sequence[tuple[str, bool]],
+        origins: Mapping[str, HintOrigin] | None = None,
+    ) -> list[str]:
         """Take each (connection_id, dead_owner) while there is room, in order, in waves of
         up to `TakeLimit.current` acquisitions at once (see take_limit.py: one at a time, a
         dead worker's share of thousands would move at one store round trip per connection).
@@ -153,6 +158,7 @@ class Sessions:
         once its wave has ended; the rest are left to the loop's next round."""
         no_room: list[str] = []
         pending = list(candidates)
+        origin_of = origins or {}
         while pending:
             size = self._limit.current
             wave, pending = pending[:size], pending[size:]
@@ -161,7 +167,10 @@ class Sessions:
             # cancelling this call cancels and awaits every one of them.
             try:
                 await gather_all(
-                    *(self._take_if_room(cid, dead, no_room, round_trips) for cid, dead in wave)
+                    *(
+                        self._take_if_room(cid, dead, no_room, round_trips, origin_of.get(cid))
+                        for cid, dead in wave
+                    )
                 )
             except Exception:
                 self._limit.after_wave(None)
@@ -171,14 +180,19 @@ class Sessions:
         return no_room
 
     async def _take_if_room(
-        self, connection_id: str, dead_owner: bool, no_room: list[str], round_trips: list[float]
+        self,
+        connection_id: str,
+        dead_owner: bool,
+        no_room: list[str],
+        round_trips: list[float],
+        origin: HintOrigin | None = None,
     ) -> None:
         finishing = connection_id in self and not self.holds(connection_id)
         no_room_for_it = connection_id not in self and self._room(connection_id, dead_owner) <= 0
         if finishing or no_room_for_it or self._handed_off_lately(connection_id):
             no_room.append(connection_id)  # given back: another worker may take it
             return
-        await self._take(connection_id, dead_owner, round_trips)
+        await self._take(connection_id, dead_owner, round_trips, origin)
 
     @contextlib.contextmanager
     def placing(self, connection_ids: Collection[str]) -> Iterator[None]:
@@ -203,11 +217,18 @@ class Sessions:
             return min(self.capacity_free, self._budget)
         return self.capacity_free if dead_owner else self.free
 
-    async def _take(self, connection_id: str, dead_owner: bool, round_trips: list[float]) -> None:
+    async def _take(
+        self,
+        connection_id: str,
+        dead_owner: bool,
+        round_trips: list[float],
+        origin: HintOrigin | None = None,
+    ) -> None:
         """`dead_owner`: the caller saw the owner's session dead (the orphan scan): room is
         then this worker's part of the dead's connections, by capacity alone past the
         placement grace (`_room`). Whether the acquire was a takeover is the store's answer,
-        not this."""
+        not this. `origin`: the session its hint says released it (the balance counts it
+        once: `Balance.took`)."""
         ctx, keeper = self._ctx, self._keeper
         if connection_id in self or self._room(connection_id, dead_owner) <= 0:
             return
@@ -230,6 +251,7 @@ class Sessions:
             # Whether the previous owner died without a final checkpoint, as the store's answer
             # says: None when the answer was lost and only the stored item shows the grant.
             took_over: bool | None
+            released_at_ms: int | None = None  # when its releaser let it go, by the grant
             try:
                 granted = await ctx.store.acquire_lease(connection_id, session_id, now_ms)
                 round_trips.append(ctx.clock.monotonic() - started)
@@ -239,6 +261,14 @@ class Sessions:
                 )
                 if granted is not None:
                     self._record_wait(granted.events, now_ms)
+                    released_at_ms = next(
+                        (
+                            e.free_since_ms
+                            for e in granted.events
+                            if isinstance(e, LeaseAcquired) and e.free_since_ms
+                        ),
+                        None,
+                    )
             except StoreUnavailable:
                 acquired, took_over = await self._granted_after_all(connection_id, session_id), None
                 if acquired is None:
@@ -256,7 +286,10 @@ class Sessions:
             if acquired is None:
                 self._budget += placed
         ctx.metrics.count(LEASE_ACQUISITIONS)
-        self.balance.took(now_ms)
+        if took_over or released_at_ms is None:
+            self.balance.took(now_ms)
+        else:
+            self.balance.took(now_ms, origin, released_at_ms)
         if took_over:
             ctx.metrics.count(TAKEOVERS)
         log.info(

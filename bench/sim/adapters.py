@@ -25,7 +25,7 @@ from adapters.memory.upstream import FakeUpstream, _Subscription
 from application.aio import first_completed
 from application.errors import SinkRefused
 from application.ports import Clock
-from application.ports.queue import Delivery, check_delay
+from application.ports.queue import Delivery, HintOrigin, check_delay
 from application.ports.sink import StoredMessage, follow_links, storable
 
 
@@ -33,6 +33,7 @@ from application.ports.sink import StoredMessage, follow_links, storable
 class _Hint:
     body: str
     delayed: bool
+    origin: HintOrigin | None = None
     receipt: str | None = None
     hidden_until: float = 0.0  # monotonic; meaningful while hidden
     generation: int = 0  # bumped on every move, so stale heap entries are skipped
@@ -72,12 +73,17 @@ class SimQueue(InMemoryNotificationQueue):
                 n -= 1
 
     async def send(
-        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+        self,
+        connection_ids: Sequence[str],
+        *,
+        delay_s: int = 0,
+        copy: bool = False,
+        origin: HintOrigin | None = None,
     ) -> None:
         check_delay(delay_s)
         now = self._clock.monotonic()
         for cid in connection_ids:
-            hint = _Hint(cid, delayed=copy)
+            hint = _Hint(cid, delayed=copy, origin=origin)
             if delay_s:
                 self._hide(hint, now + delay_s)
             else:
@@ -110,7 +116,7 @@ class SimQueue(InMemoryNotificationQueue):
             hint.receipt = f"r{next(self._receipts)}"
             self._by_receipt[hint.receipt] = hint
             self._hide(hint, now + self._visibility_s)
-            out.append(_delivery(hint.body, hint.receipt, hint.delayed))
+            out.append(_delivery(hint.body, hint.receipt, hint.delayed, hint.origin))
         self.received += len(out)
         return out
 

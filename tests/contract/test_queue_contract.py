@@ -7,12 +7,20 @@ from collections.abc import Sequence
 
 import pytest
 
-from application.ports.queue import Delivery
+from application.ports.queue import Delivery, HintOrigin
 from tests.contract.queue_fixtures import VISIBILITY_TIMEOUT_S, QueueUnderTest
 from tests.contract.queue_fixtures import queue_fixture as queue_fixture  # the `queue` fixture
 
 # Malformed in every body format (JSON hints, bare ids): none names a valid connection.
-MALFORMED_BODIES = ["not a hint!", '{"connection_id": 42}', '["c-1"]', '{"pk": "CONN#a b"}']
+# A valid connection with an origin that is not a session id is malformed as a whole.
+MALFORMED_BODIES = [
+    "not a hint!",
+    '{"connection_id": 42}',
+    '["c-1"]',
+    '{"pk": "CONN#a b"}',
+    '{"connection_id": "c-1", "from": 7}',
+    '{"connection_id": "c-1", "from": ""}',
+]
 
 
 async def receive_all(
@@ -199,6 +207,27 @@ async def test_a_copy_sent_without_a_delay_is_received_at_once_and_says_so(
     [plain] = await receive_all(queue, expected=1)
     assert (plain.connection_id, plain.copy) == ("conn-plain", False)
     await queue.queue.delete([plain.receipt])
+
+
+async def test_a_hint_carries_its_origin_and_keeps_it_through_a_give_back(
+    queue: QueueUnderTest,
+) -> None:
+    """A released connection's hint names its releaser (application/worker/balance.py counts
+    the connection once with it); a START's names none. Given back, a hint is the same hint:
+    its origin and its copy flag stay."""
+    releaser = HintOrigin("worker-a#3")
+    await queue.queue.send(["conn-released"], copy=True, origin=releaser)
+    await queue.queue.send(["conn-started"])
+
+    caught = {d.connection_id: d for d in await receive_all(queue, expected=2)}
+    assert (caught["conn-released"].origin, caught["conn-released"].copy) == (releaser, True)
+    assert caught["conn-started"].origin is None
+
+    await queue.queue.release([d.receipt for d in caught.values()])
+    again = {d.connection_id: d for d in await receive_all(queue, expected=2)}
+    assert (again["conn-released"].origin, again["conn-released"].copy) == (releaser, True)
+    assert (again["conn-started"].origin, again["conn-started"].copy) == (None, False)
+    await queue.queue.delete([d.receipt for d in again.values()])
 
 
 @pytest.mark.parametrize("delay_s", [-1, 901])

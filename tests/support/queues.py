@@ -4,7 +4,7 @@
 from collections.abc import Sequence
 
 from adapters.memory.clock import FakeClock
-from application.ports import NotificationQueue
+from application.ports import HintOrigin, NotificationQueue
 
 
 class HintRounds:
@@ -34,13 +34,18 @@ class HintRounds:
         self.delete = inner.delete
 
     async def send(
-        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+        self,
+        connection_ids: Sequence[str],
+        *,
+        delay_s: int = 0,
+        copy: bool = False,
+        origin: HintOrigin | None = None,
     ) -> None:
         if not (self._copies if delay_s else self._first):
             return
         if not delay_s and self._first_lost > 0:
             self._first_lost -= 1
             return
-        await self._inner.send(connection_ids, delay_s=delay_s, copy=copy)
+        await self._inner.send(connection_ids, delay_s=delay_s, copy=copy, origin=origin)
         if self._clock is not None and self._answer_s:
             await self._clock.sleep(self._answer_s)

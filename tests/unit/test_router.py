@@ -12,7 +12,7 @@ from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.store import InMemoryConnectionStore
 from application.errors import QueueUnavailable
 from application.hints import REPEAT_S as START_HINT_REPEAT_S
-from application.ports import Delivery, NotificationQueue
+from application.ports import Delivery, HintOrigin, NotificationQueue
 from application.router import EventRouter
 from application.url_policy import ForbiddenUrl, UrlPolicy
 from domain import (
@@ -36,7 +36,12 @@ class UnavailableQueue:
     """A queue whose every call fails, as SQS does during an outage."""
 
     async def send(
-        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+        self,
+        connection_ids: Sequence[str],
+        *,
+        delay_s: int = 0,
+        copy: bool = False,
+        origin: HintOrigin | None = None,
     ) -> None:
         raise QueueUnavailable("queue endpoint timed out")
 
@@ -203,11 +208,16 @@ class NoDelayedHintsQueue(InMemoryNotificationQueue):
     """Takes a hint for now, fails a delayed one (an outage that began between the two)."""
 
     async def send(
-        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+        self,
+        connection_ids: Sequence[str],
+        *,
+        delay_s: int = 0,
+        copy: bool = False,
+        origin: HintOrigin | None = None,
     ) -> None:
         if delay_s:
             raise QueueUnavailable("queue endpoint timed out")
-        await super().send(connection_ids)
+        await super().send(connection_ids, origin=origin)
 
 
 async def test_a_start_whose_delayed_copy_fails_still_succeeds_with_its_first_hint(

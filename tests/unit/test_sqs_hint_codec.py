@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from adapters.sqs.messages import MalformedHint, decode, decode_hint, encode_hint
+from adapters.sqs.messages import MalformedHint, decode, decode_all, decode_hint, encode_hint
+from application.ports import HintOrigin
 
 
 def test_encoded_hint_decodes_to_its_connection_id() -> None:
@@ -43,3 +44,13 @@ def test_a_huge_malformed_body_is_not_echoed_in_full() -> None:
     with pytest.raises(MalformedHint) as caught:
         decode_hint("x" * 100_000)
     assert len(str(caught.value)) < 200
+
+
+def test_a_released_connections_hint_names_its_releaser_and_an_invalid_one_is_refused() -> None:
+    body = encode_hint("m-1", origin=HintOrigin("vm-1#2"))
+    assert json.loads(body) == {"connection_id": "m-1", "from": "vm-1#2"}
+    assert decode_all(body) == ("m-1", False, HintOrigin("vm-1#2"))
+    assert decode_all(encode_hint("m-1")) == ("m-1", False, None)
+    for bad in ('{"connection_id": "m-1", "from": 7}', '{"connection_id": "m-1", "from": ""}'):
+        with pytest.raises(MalformedHint, match="'from'"):
+            decode_all(bad)

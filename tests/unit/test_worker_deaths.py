@@ -14,7 +14,7 @@ from adapters.memory.queue import InMemoryNotificationQueue
 from adapters.memory.store import InMemoryConnectionStore
 from application.deaths import WorkerDeaths
 from application.errors import QueueUnavailable, StoreUnavailable
-from application.ports import Delivery
+from application.ports import Delivery, HintOrigin
 from domain import InvalidCommand, SessionEnded, SessionOpened
 from tests.support.fleet import Fleet
 
@@ -25,7 +25,12 @@ URL = "wss://feeds.example.com/s"
 
 class DeadQueue:
     async def send(
-        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+        self,
+        connection_ids: Sequence[str],
+        *,
+        delay_s: int = 0,
+        copy: bool = False,
+        origin: HintOrigin | None = None,
     ) -> None:
         raise QueueUnavailable("queue endpoint timed out")
 

@@ -8,7 +8,7 @@ import pytest
 from adapters.memory.queue import InMemoryNotificationQueue
 from application.config import WorkerConfig
 from application.ports import Clock
-from application.ports.queue import Delivery
+from application.ports.queue import Delivery, HintOrigin
 from application.worker.session_keeper import worker_of
 from domain import DesiredState, LeaseTakenOver, StreamEnded, UpstreamFailed
 from tests.support.fleet import Fleet
@@ -274,11 +274,16 @@ class QueueWatch:
         self.sent: list[tuple[float, tuple[str, ...]]] = []
 
     async def send(
-        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+        self,
+        connection_ids: Sequence[str],
+        *,
+        delay_s: int = 0,
+        copy: bool = False,
+        origin: HintOrigin | None = None,
     ) -> None:
         if not copy:
             self.sent.append((self._clock.monotonic(), tuple(connection_ids)))
-        await self._inner.send(connection_ids, delay_s=delay_s, copy=copy)
+        await self._inner.send(connection_ids, delay_s=delay_s, copy=copy, origin=origin)
 
     async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:
         try:

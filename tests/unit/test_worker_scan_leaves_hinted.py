@@ -6,6 +6,7 @@ scan looks again then."""
 
 from collections.abc import Sequence
 
+from application.ports import HintOrigin
 from application.ports.metrics import ACQUISITION_CONFLICTS
 from tests.support.fleet import Fleet
 
@@ -25,7 +26,12 @@ class Mute:
         self.delete = self._inner.delete
 
     async def send(
-        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+        self,
+        connection_ids: Sequence[str],
+        *,
+        delay_s: int = 0,
+        copy: bool = False,
+        origin: HintOrigin | None = None,
     ) -> None:
         return None
 

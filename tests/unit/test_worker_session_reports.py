@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 from application.errors import QueueUnavailable
-from application.ports import NotificationQueue
+from application.ports import HintOrigin, NotificationQueue
 from application.ports.metrics import MESSAGES_SKIPPED, UPSTREAM_GIVE_UPS
 from domain import NO_OWNER, StreamEnded, UpstreamFailed
 from tests.support.fleet import Fleet
@@ -28,11 +28,16 @@ class FailingSends:
         self.delete = inner.delete
 
     async def send(
-        self, connection_ids: Sequence[str], *, delay_s: int = 0, copy: bool = False
+        self,
+        connection_ids: Sequence[str],
+        *,
+        delay_s: int = 0,
+        copy: bool = False,
+        origin: HintOrigin | None = None,
     ) -> None:
         if delay_s or not self._delayed_only:
             raise QueueUnavailable("queue down (test)")
-        await self._inner.send(connection_ids, delay_s=delay_s, copy=copy)
+        await self._inner.send(connection_ids, delay_s=delay_s, copy=copy, origin=origin)
 
 
 def _logged(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:

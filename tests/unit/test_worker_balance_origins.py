@@ -1,0 +1,95 @@
+"""A take through a hint that names its releaser (application/ports/queue.py `HintOrigin`),
+on the worker's view of the fleet (application/worker/balance.py), on virtual time and without
+a fleet. The balance bench's join (2 workers holding 40, 2 joining) moved 4-6 connections
+twice on every backend: the first newcomer to poll took 9 of one releaser's hints, its view was
+then "not caught up" with its own takes, so it took by capacity and got 14, and balancing moved
+4 of them on. A view that sees the fleet balanced while a releaser hands off to balance is
+older than the releaser's (a join it missed): it is read again first."""
+
+from adapters.memory.clock import FakeClock
+from adapters.memory.metrics import InMemoryMetrics
+from application.config import WorkerConfig
+from application.ports import HintOrigin
+from application.worker.balance import BEHIND_RECHECK_BEATS, Balance
+from domain import WorkerSession
+from tests.support.leases import worker_context
+
+CAPACITY = 100
+CONFIG = WorkerConfig(max_connections=CAPACITY)
+ME = "w3#1"
+
+
+class Rig:
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.held = 0
+        ctx = worker_context(self.clock, InMemoryMetrics(), config=CONFIG)
+        self.balance = Balance(ctx, lambda: ME, lambda: self.held)
+
+    def view(self, others: dict[str, tuple[int, int]]) -> None:
+        """The sessions as read now: this worker, and each other as (held, reported at ms)."""
+        now, lease = self.clock.now_ms(), CONFIG.lease_ms
+        sessions = [WorkerSession(ME, 1, now + lease, self.held, CAPACITY, updated_at_ms=now)]
+        sessions += [
+            WorkerSession(sid, 1, now + lease, held, CAPACITY, updated_at_ms=at)
+            for sid, (held, at) in others.items()
+        ]
+        self.balance.observe(sessions, now)
+
+    def take(self, count: int, origin: HintOrigin | None, released_at_ms: int) -> None:
+        for _ in range(count):
+            self.held += 1
+            self.balance.took(self.clock.now_ms(), origin, released_at_ms)
+
+
+async def test_a_take_from_a_releaser_is_counted_once_and_the_share_still_holds() -> None:
+    """GIVEN two workers reported at 20 each and two newcomers at 0 (target 10 each) WHEN this
+    newcomer takes 9 that w2 released after its last report THEN it may take 1 more, not 91;
+    and once w2 reports the release, the same."""
+    r = Rig()
+    reported = r.clock.now_ms() - 100
+    r.view({"w1#1": (20, reported), "w2#1": (20, reported), "w4#1": (0, reported)})
+    assert r.balance.room() == 10
+
+    await r.clock.advance(0.2)
+    released = r.clock.now_ms() - 50
+    r.take(9, HintOrigin("w2#1"), released)
+    assert r.balance.room() == 1, "w2's stale report counted the 9 again, or the view let go"
+
+    await r.clock.advance(0.5)
+    now = r.clock.now_ms()
+    r.view({"w1#1": (20, reported), "w2#1": (11, now), "w4#1": (0, reported)})
+    assert r.balance.room() == 1
+
+
+async def test_a_take_without_a_known_releaser_still_lets_a_stale_view_go() -> None:
+    """A START or a releaser the view does not know: nobody's report counts it, so until the
+    others report after it the view cannot hold taking back (a burst of STARTs is taken at
+    once, tests/unit/test_worker_balance.py)."""
+    r = Rig()
+    reported = r.clock.now_ms() - 100
+    r.view({"w1#1": (20, reported), "w2#1": (20, reported), "w4#1": (0, reported)})
+    await r.clock.advance(0.2)
+    r.take(9, HintOrigin("w9#1"), r.clock.now_ms() - 50)
+    assert r.balance.room() == CAPACITY - 9
+    r.take(1, None, r.clock.now_ms())
+    assert r.balance.room() == CAPACITY - 10
+
+
+async def test_a_balancing_hint_on_a_view_in_balance_asks_for_a_fresh_view() -> None:
+    r = Rig()
+    r.held = 20
+    now = r.clock.now_ms()
+    r.view({"w1#1": (20, now)})
+    w1 = HintOrigin("w1#1")
+    assert not r.balance.behind([w1]), "read just now: not read again"
+
+    await r.clock.advance(BEHIND_RECHECK_BEATS * CONFIG.heartbeat_interval_s + 0.01)
+    assert r.balance.behind([w1]), "w1 hands off to balance; this view sees no reason"
+    assert r.balance.behind([HintOrigin("w7#1")]), "a releaser this view does not know"
+    assert not r.balance.behind([HintOrigin(ME)]), "its own hand-back says nothing"
+    assert not r.balance.behind([])
+
+    r.view({"w1#1": (20, now), "w5#1": (0, now)})  # the newcomer it had missed
+    await r.clock.advance(BEHIND_RECHECK_BEATS * CONFIG.heartbeat_interval_s + 0.01)
+    assert not r.balance.behind([w1]), "out of balance: the view agrees with the releaser"
