@@ -15,10 +15,12 @@ from domain import DomainError, validate_session_id
 @attrs.frozen
 class HintOrigin:
     """Who freed the hinted connection: the live worker session that held it and handed it
-    back (to balance, or after its upstream failed). A taker's view of the fleet still counts
-    the connection in that session's last reported load; with the origin it counts it once
-    (application/worker/balance.py). A shutting-down worker's hints carry none
-    (docs/decisions.md). Only a hint; the store decides ownership."""
+    back (to balance, or after its upstream failed), or the dead session a reported death
+    ended (application/deaths.py). A taker's view of the fleet still counts the connection in
+    that session's last reported load; with the origin it counts it once, and a dead
+    session's connections are placed by share (application/worker/balance.py). A
+    shutting-down worker's hints carry none (docs/decisions.md). Only a hint; the store
+    decides ownership."""
 
     session_id: str
 
@@ -28,7 +30,7 @@ class Delivery:
     """One received message. `connection_id` is None when the body could not be parsed;
     `problem` then says why, and the consumer logs, counts and deletes it. `copy`: it was
     sent as a copy of hints sent before (application/hints.py), so the consumer reads the
-    connection before it acts on it. `origin`: as sent (None: a START, a reported death)."""
+    connection before it acts on it. `origin`: as sent (None: a START, a shutdown's handoff)."""
 
     receipt: str
     connection_id: str | None

@@ -17,7 +17,7 @@ handing off to balance, taken on a view that sees the fleet balanced, says the v
 than the releaser's (`behind`): it is read again first.
 """
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -45,6 +45,34 @@ def died_at_ms(session: WorkerSession) -> int:
     if session.ended_reason is not None:
         return min(session.updated_at_ms, session.expires_at_ms)
     return session.expires_at_ms
+
+
+@attrs.frozen
+class _Split:
+    """What the survivors held just before some sessions were seen dead (the view before
+    the one that saw them dead, and this worker's own count then). The takes made since are
+    what they hold beyond it.
+
+    A view read after some survivors took the dead's connections counts those twice: still
+    in what the dead last reported, and in the survivors' reports since (or, for this
+    worker's own, in what it holds now). A survivor asking again (a hint batch declined,
+    then retried on a fresh view; a second scan) would find room that is not there: the
+    simulation's reported AZ loss at 10 workers gave the first six pollers 10 each of 60
+    where the parts were 8-9, and balancing moved 8 of them again."""
+
+    held: Mapping[str, int]
+    mine: int
+    at_ms: int
+
+    @classmethod
+    def of(cls, before: Sequence[Load], mine: int, now_ms: int) -> "_Split":
+        return cls({load.session_id: load.held for load in before}, mine, now_ms)
+
+    def taken_since(self, loads: Sequence[Load], mine: int) -> int:
+        """The takes this view shows since the split: each survivor's growth, and this
+        worker's own."""
+        grown = sum(max(0, load.held - self.held.get(load.session_id, load.held)) for load in loads)
+        return grown + max(0, mine - self.mine)
 
 
 class Balance:
@@ -76,6 +104,16 @@ class Balance:
         # Takes through hints naming a live releaser: its session id -> when it released each
         # (its clock), counted off its load until it reports after them.
         self._taken_from: dict[str, list[int]] = {}
+        # Bumped whenever the view or what is counted off it changes: the share and the view
+        # are worked out again only then, or when this worker's own load or instants change
+        # (`share`). Every take and every poll asks for the share, and working it out walks
+        # the whole fleet: at 1,000 workers, that walk per ask was most of the simulation's
+        # time (bench/RESULTS.md section 31).
+        self._version = 0
+        # The split of the dead's connections last worked out (`_Split`).
+        self._split: _Split | None = None
+        self._view_cache: tuple[int, list[Load]] | None = None
+        self._share_cache: tuple[tuple[object, ...], Share] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -91,6 +129,7 @@ class Balance:
         )
 
     def observe(self, sessions: Sequence[WorkerSession], now_ms: int) -> None:
+        before = {load.session_id: load for load in self._view()}
         self._loads = loads_of(sessions, now_ms)
         reported = {load.session_id: load.reported_at_ms for load in self._loads}
         self._taken_from = {
@@ -103,6 +142,10 @@ class Balance:
         self._dead_held = {s.session_id: s.held for s in dead}
         self._seen_at = self._ctx.clock.monotonic()
         self._view_ms = now_ms
+        self._version += 1
+        if any(s.session_id in before for s in dead):  # live in the last view: just died
+            survivors = [load for sid, load in before.items() if sid not in self._died_at]
+            self._split = _Split.of(survivors, self._held(), now_ms)
 
     def share(self) -> Share | None:
         """None while balancing is off or there is no fresh view of the fleet."""
@@ -111,18 +154,30 @@ class Balance:
             return None
         if ctx.clock.monotonic() - self._seen_at > 2 * ctx.config.lease_ms / 1000:
             return None
-        return share_of(
+        me = self._me()
+        settle_after_ms = max(self._settle_after_ms, self._wanted_since_ms or 0)
+        key = (self._version, me, settle_after_ms, self._last_take_ms)
+        if self._share_cache is not None and self._share_cache[0] == key:
+            return self._share_cache[1]
+        share = share_of(
             self._view(),
-            self._me(),
+            me,
             max_hand_offs=ctx.config.balance_handoffs_per_pass,
-            settle_after_ms=max(self._settle_after_ms, self._wanted_since_ms or 0),
+            settle_after_ms=settle_after_ms,
             last_take_ms=self._last_take_ms,
             by_load=self.by_load,
         )
+        self._share_cache = (key, share)
+        return share
 
     def _view(self) -> list[Load]:
         """The live loads, with what this worker took from each since its last report
         counted off (its rate in proportion)."""
+        if self._view_cache is None or self._view_cache[0] != self._version:
+            self._view_cache = (self._version, self._counted_off())
+        return self._view_cache[1]
+
+    def _counted_off(self) -> list[Load]:
         loads: list[Load] = []
         for load in self._loads:
             taken = sum(
@@ -144,21 +199,26 @@ class Balance:
         died_at = self._died_at.get(owner)
         return self.enabled and died_at is not None and now_ms - died_at < self._grace_ms()
 
+    def dead(self, session_id: str) -> bool:
+        """Whether the view saw this session dead (a hint's origin: a reported death)."""
+        return session_id in self._died_at
+
     def _placing_any(self, now_ms: int) -> bool:
         return any(now_ms - died_at < self._grace_ms() for died_at in self._died_at.values())
 
     def _grace_ms(self) -> float:
         return PLACEMENT_GRACE_BEATS * self._ctx.config.heartbeat_interval_s * 1000
 
-    def takeover_budget(self, unplaced: int) -> int | None:
-        """How many of `unplaced` dead sessions' connections (found by a scan) this worker
-        takes: its part of the split that counts them in, or None without a view (then
-        capacity alone decides).
+    def takeover_budget(self, unplaced: int, *, found: bool = True) -> int | None:
+        """How many of `unplaced` dead sessions' connections (found by a scan; `found`
+        False: hinted, a batch of them) this worker takes: its part of the split that counts
+        them in, or None without a view (then capacity alone decides).
 
         Counted in are as many as the scan found or, if more, as many as the sessions dying
         within the grace last reported holding: every survivor reads those alike, while what
         a scan finds depends on when it ran (a survivor scanning after others took their
-        parts, and before they reported them, would see too few and take too few)."""
+        parts, and before they reported them, would see too few and take too few); less the
+        takes since their death this view shows (`_Split`), which it counts already."""
         ctx = self._ctx
         if not self.enabled or self._seen_at is None:
             return None
@@ -168,12 +228,21 @@ class Balance:
             for sid, held in self._dead_held.items()
             if now_ms - self._died_at[sid] < self._grace_ms()
         )
+        split = self._split
+        if split is not None and now_ms - split.at_ms < self._grace_ms():
+            # Less what the view shows taken since they died (see _Split), never less than
+            # the scan found: a worker that took connections after its last report died
+            # holding more than it reported.
+            reported -= split.taken_since(self._view(), self._held())
+        # A batch of hints (not `found`) is not all that is left: the dead's report less what
+        # the view shows taken is, unless the dead reported nothing left (their reports lag).
+        counted = max(unplaced, reported) if found or reported <= 0 else reported
         share = share_of(
             self._view(),
             self._me(),
             max_hand_offs=0,
             last_take_ms=self._last_take_ms,
-            unplaced=max(unplaced, reported),
+            unplaced=counted,
             by_load=self.by_load,
         )
         return share.takeover_room
@@ -226,7 +295,9 @@ class Balance:
         the newcomers are short of). Then the view is read again before taking: one read,
         only while connections are handed back, at most once per `BEHIND_RECHECK_BEATS`."""
         mine = self._session_id()
-        balancing = [o for o in origins if o.session_id != mine]
+        # A dead origin's hints are a reported death's, placed by share (`placing`), not a
+        # hand-back on a view of its own.
+        balancing = [o for o in origins if o.session_id != mine and not self.dead(o.session_id)]
         if not balancing or not self.enabled or self._seen_at is None:
             return False
         fresh_s = BEHIND_RECHECK_BEATS * self._ctx.config.heartbeat_interval_s
@@ -251,6 +322,7 @@ class Balance:
         if origin is not None and known and released_at_ms is not None:
             if origin.session_id != self._session_id():
                 self._taken_from.setdefault(origin.session_id, []).append(released_at_ms)
+                self._version += 1
             return
         self._last_take_ms = max(self._last_take_ms, at_ms)
 

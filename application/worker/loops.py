@@ -4,7 +4,7 @@ and metrics. Each loop logs and counts a failed iteration and carries on; none b
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from application.aio import gather_all, wait_or_timeout
 from application.config import WorkerConfig
@@ -109,13 +109,12 @@ async def poll_queue(
             # Filled up while polling (reconciliation took some): another worker may have
             # room, so those hints are given back; deleting them would leave the connections
             # to reconciliation.
-            no_room = set(await sessions.take_each(to_take, origins))
+            no_room = await _take_hinted(ctx, sessions, [cid for cid, _ in to_take], origins)
             if no_room and not sessions.full and sessions.balance.enabled:
                 # Declined for this worker's share on a view up to a lease old (see above): look
                 # again once (a pause follows a batch taken in none).
                 await _refresh_view(ctx, sessions)
-                retry = [(cid, False) for cid in no_room]
-                no_room = set(await sessions.take_each(retry, origins))
+                no_room = await _take_hinted(ctx, sessions, list(no_room), origins)
             if to_take:
                 beats.store_reached = ctx.clock.monotonic()
             give_back = [r for cid in no_room for r in wanted[cid]]
@@ -132,6 +131,31 @@ async def poll_queue(
             ctx.metrics.count(STORE_ERRORS)
             log.warning("queue polling failed: %s", exc)
             await wait_or_timeout(draining, ctx.clock, cfg.capacity_pause_s)
+
+
+async def _take_hinted(
+    ctx: WorkerContext,
+    sessions: Sessions,
+    connection_ids: Sequence[str],
+    origins: Mapping[str, HintOrigin],
+) -> set[str]:
+    """Take what hints name; returns the ids declined for want of room. A reported death's
+    hints name the dead session (application/deaths.py): while it is within the placement
+    grace its connections are placed by share, as the orphan scan places them, and past it
+    they are open to all by capacity; the rest by this worker's share."""
+    balance, now_ms = sessions.balance, ctx.clock.now_ms()
+
+    def dead(cid: str) -> bool:
+        origin = origins.get(cid)
+        return origin is not None and balance.dead(origin.session_id)
+
+    placed = [
+        c for c in connection_ids if dead(c) and balance.placing(origins[c].session_id, now_ms)
+    ]
+    no_room: list[str] = []
+    with sessions.placing(placed, found=False):
+        no_room += await sessions.take_each([(c, dead(c)) for c in connection_ids], origins)
+    return set(no_room)
 
 
 def _declined_pause(cfg: WorkerConfig, sessions: Sessions) -> float:

@@ -6,27 +6,41 @@ through the router and streamed, the fleet balanced for `settle_s`. Times are vi
 - deploy: every worker replaced in waves of a tenth, ECS's 100 %/200 %: a wave's new workers
   start, become healthy (`healthy_s`), then the wave's old ones get SIGTERM; the next wave
   starts once they have exited;
-- brownout: every store request 10 times slower and 5 % of them throttled, for 60 s.
+- az-loss-reported: the same AZ loss, and the supervisor reports each death (ECS's task
+  STOPPED event through the Lambda, application/deaths.py) `REPORT_AFTER_S` later;
+- deploy: every worker replaced in waves of a tenth, ECS's 100 %/200 %: a wave's new workers
+  start, become healthy (`healthy_s`), then the wave's old ones get SIGTERM; the next wave
+  starts once they have exited;
+- brownout: every store request 10 times slower and 5 % of them throttled, for 60 s;
+- scale-out: half the workers hold every connection, then the other half start at once; the
+  window ends when every worker holds its share within one connection.
 Each returns figures.py's measures of the fault's window."""
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from application.deaths import WorkerDeaths
+from bench.sim.dynamodb import ModelledStore
 from bench.sim.figures import Window, measure
 from bench.sim.fleet import SimFleet, SimSize, peak_rss_mib
 
 log = logging.getLogger("bench.sim")
 
-SCENARIOS = ("steady", "az-loss", "deploy", "brownout")
+SCENARIOS = ("steady", "az-loss", "az-loss-reported", "deploy", "brownout", "scale-out")
 RECOVER_TIMEOUT_S = 300.0
+# ECS emits a task's STOPPED state change within about a second of the process's exit, and
+# EventBridge delivers it to the deaths Lambda in well under another (docs/deploy.md).
+REPORT_AFTER_S = 1.0
 
 
-async def bring_up(sim: SimFleet, settle_s: float) -> float:
-    """Start the workers, then every connection; returns virtual seconds until all stream."""
-    sim.add_workers(sim.size.workers)
+async def bring_up(sim: SimFleet, settle_s: float, workers: int) -> float:
+    """Start `workers` workers, then every connection; returns virtual seconds until all
+    stream."""
+    sim.add_workers(workers)
     await sim.clock.advance(2.0, step_s=0.05)  # every session opened and renewed once
     began = sim.clock.monotonic()
     await sim.start_all()
@@ -50,6 +64,22 @@ async def az_loss(sim: SimFleet, window: Window, window_s: float) -> None:
     victims = sim.live[: len(sim.live) // 3]
     await asyncio.gather(*(sim.fleet.crash(name) for name in victims))
     window.note(f"{len(victims)} workers killed")
+    await recover(sim, window)
+
+
+async def az_loss_reported(sim: SimFleet, window: Window, window_s: float) -> None:
+    """The AZ loss with its deaths reported: the supervisor's calls are the store's too, as
+    the Lambda's are (counted under the caller "supervisor")."""
+    victims = sim.live[: len(sim.live) // 3]
+    await asyncio.gather(*(sim.fleet.crash(name) for name in victims))
+    window.note(f"{len(victims)} workers killed")
+    await sim.clock.advance(REPORT_AFTER_S, step_s=0.05)
+    deaths = WorkerDeaths(ModelledStore(sim.model, "supervisor"), sim.queue, sim.clock)
+    reports = asyncio.gather(*(deaths.worker_died(name, "az loss") for name in victims))
+    await sim.clock.run_until(reports.done, 60, step_s=0.05)
+    outcomes = await reports
+    hinted = sum(len(outcome.hinted) for outcome in outcomes)
+    window.note(f"{len(victims)} deaths reported, {hinted} connections hinted")
     await recover(sim, window)
 
 
@@ -80,6 +110,37 @@ async def brownout(sim: SimFleet, window: Window, window_s: float) -> None:
     await recover(sim, window)
 
 
+async def scale_out(sim: SimFleet, window: Window, window_s: float) -> None:
+    joining = sim.size.workers - len(sim.live)
+    sim.add_workers(joining)
+    window.note(f"{joining} workers joined {sim.size.workers - joining}")
+    began = sim.clock.monotonic()
+    while not _balanced(sim):
+        if sim.clock.monotonic() - began > RECOVER_TIMEOUT_S:
+            window.note(f"not balanced after {RECOVER_TIMEOUT_S} s: {_spread(sim)}")
+            break
+        await sim.clock.advance(1.0, step_s=0.05)
+    else:
+        window.note(f"balanced (held {_spread(sim)}) after {sim.clock.monotonic() - began:.0f} s")
+    await sim.clock.advance(10.0, step_s=0.05)  # and nothing moves after
+
+
+def _held(sim: SimFleet) -> list[int]:
+    return [len(sim.fleet.streamed_by(name)) for name in sim.live]
+
+
+def _balanced(sim: SimFleet) -> bool:
+    """Every live worker within one connection of its share."""
+    held = _held(sim)
+    share = sim.size.connections / len(held)
+    return all(math.floor(share) - 1 <= n <= math.ceil(share) + 1 for n in held)
+
+
+def _spread(sim: SimFleet) -> str:
+    held = _held(sim)
+    return f"{min(held)}-{max(held)} a worker"
+
+
 async def recover(sim: SimFleet, window: Window) -> None:
     try:
         await sim.run_until_streaming(RECOVER_TIMEOUT_S)
@@ -91,9 +152,17 @@ async def recover(sim: SimFleet, window: Window) -> None:
 RUNS: dict[str, Callable[[SimFleet, Window, float], Awaitable[None]]] = {
     "steady": steady,
     "az-loss": az_loss,
+    "az-loss-reported": az_loss_reported,
     "deploy": deploy,
     "brownout": brownout,
+    "scale-out": scale_out,
 }
+# Workers running before the fault: all, except for the scale-out's half.
+INITIAL: dict[str, Callable[[int], int]] = {"scale-out": lambda n: max(1, n // 2)}
+
+
+def _all(workers: int) -> int:
+    return workers
 
 
 async def run_scenario(
@@ -104,7 +173,7 @@ async def run_scenario(
     wall = time.perf_counter()
     sim = SimFleet(size)
     try:
-        pickup_s = await bring_up(sim, settle_s)
+        pickup_s = await bring_up(sim, settle_s, INITIAL.get(name, _all)(size.workers))
         window = Window.open(sim)
         await RUNS[name](sim, window, window_s)
         figures = measure(sim, window)

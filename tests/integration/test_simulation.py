@@ -24,3 +24,23 @@ async def test_steady_state_moves_nothing() -> None:
     figures = await run_scenario("steady", SimSize(10, 200), settle_s=10, window_s=20)
 
     assert (figures["moves"], figures["two_owners"], figures["not_streaming_at_end"]) == (0, 0, 0)
+
+
+async def test_a_reported_az_loss_places_each_orphan_once() -> None:
+    # The supervisor's hints name the dead sessions, and each survivor takes its part of
+    # them: before, the first pollers took a whole batch each (10 of 60 where the parts were
+    # 8-9) and balancing moved 8 connections a second time.
+    figures = await run_scenario("az-loss-reported", SimSize(10, 200), settle_s=10, window_s=20)
+
+    assert figures["two_owners"] == 0, figures["notes"]
+    assert figures["not_streaming_at_end"] == 0
+    assert (figures["connections_moved"], figures["moves"]) == (60, 60)
+    assert figures["streaming_again_s"]["max"] < 4.0  # by the hints, not the lease's expiry
+
+
+async def test_a_scale_out_moves_each_connection_it_moves_once() -> None:
+    figures = await run_scenario("scale-out", SimSize(10, 200), settle_s=10, window_s=20)
+
+    assert figures["two_owners"] == 0, figures["notes"]
+    assert any("balanced" in note for note in figures["notes"]), figures["notes"]
+    assert (figures["connections_moved"], figures["moves"]) == (100, 100)  # the newcomers' half

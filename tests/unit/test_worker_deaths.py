@@ -104,6 +104,20 @@ async def test_a_dead_worker_s_live_sessions_end_and_its_connections_are_hinted(
     assert await app.store.try_acquire("a", "survivor#1", app.clock.now_ms()) is not None
 
 
+async def test_each_hint_names_the_dead_session_that_held_it(app: Setup) -> None:
+    # A taker places a dead session's connections by share (application/worker/loops.py,
+    # `_take_hinted`): it must know which session a hinted connection was left by.
+    await app.holding("w-0badcafe#1", "a", "b")
+    await app.holding("w-0badcafe#2", "c")
+
+    await app.report(app.deaths.worker_died("w-0badcafe", "reaped"))
+
+    received = await app.queue.receive(max_messages=10, wait_s=0)
+    named = sorted((str(d.connection_id), d.origin) for d in received)
+    first, second = HintOrigin("w-0badcafe#1"), HintOrigin("w-0badcafe#2")
+    assert named == [*[("a", first)] * 2, *[("b", first)] * 2, *[("c", second)] * 2]
+
+
 async def test_repeating_a_report_writes_nothing_but_hints_what_is_still_owned(
     app: Setup,
 ) -> None:
