@@ -30,6 +30,10 @@ from bench.limits import raise_open_files
 from bench.read_back import render as render_read_back
 from bench.read_back import run_read_back
 from bench.report import table
+from bench.scale import render as render_scale
+from bench.scale import run_scale
+from bench.sim.fleet import SimSize
+from bench.sim.scenarios import SCENARIOS as SCALE_SCENARIOS
 from bench.sink_writers import render as render_sinks
 from bench.sink_writers import run_sink_bench
 from bench.store_cost import run_store_cost
@@ -58,6 +62,7 @@ SUITES = (
     "kinesis-batch",
     "kinesis-crash",
     "read-back",
+    "scale",
 )
 log = logging.getLogger("bench")
 
@@ -299,6 +304,16 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
                 log_dir, 10_000 if args.quick else 100_000, 2 if args.quick else 20
             )
             print(render_read_back(results["read_back"]), flush=True)
+        elif suite == "scale":
+            results["scale"] = await run_scale(
+                SimSize(args.workers, args.scale_connections, seed=args.seed),
+                args.scenario,
+                settle_s=args.scale_settle,
+                window_s=args.scale_window,
+                json_path=args.json,
+                plot_dir=out,
+            )
+            print(render_scale(results["scale"]), flush=True)
         save(out, results)  # after each suite: a later failure keeps what was measured
     return results
 
@@ -335,7 +350,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         help="messages/s per connection of the AWS fleet (default 20, 2 when moto serves DynamoDB)",
     )
-    p.add_argument("--connections", type=int, default=36)
+    p.add_argument(
+        "--connections",
+        type=int,
+        help="fleet: connections (default 36); scale: connections simulated (default 200)",
+    )
     p.add_argument(
         "--balance-connections", type=int, default=300, help="balance: held by the first ones"
     )
@@ -402,11 +421,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kills", type=int, default=8, help="deaths: supervised SIGKILLs")
     p.add_argument("--false-reports", type=int, default=3, help="deaths: false death reports")
     p.add_argument("--deaths-lease-ms", type=int, default=30_000, help="deaths: the lease")
+    p.add_argument("--workers", type=int, default=10, help="scale: workers simulated")
+    p.add_argument(
+        "--scenario",
+        type=lambda s: s.split(","),
+        default=list(SCALE_SCENARIOS),
+        help=f"scale: comma-separated of {','.join(SCALE_SCENARIOS)}",
+    )
+    p.add_argument("--seed", type=int, default=1, help="scale: the simulation's seed")
+    p.add_argument("--scale-settle", type=float, default=40.0, help="scale: virtual s before")
+    p.add_argument("--scale-window", type=float, default=60.0, help="scale: virtual s measured")
+    p.add_argument("--json", type=Path, help="scale: its figures as JSON here too")
     p.add_argument("--out", default=str(Path(__file__).parent / "out"))
     p.add_argument("--quick", action="store_true", help="a smoke run: tiny and fast")
     args = p.parse_args(argv)
+    args.scale_connections = 200 if args.connections is None else args.connections
+    if args.connections is None:
+        args.connections = 36
     if args.quick:
         args.rounds, args.connections, args.steps, args.window = 1, 6, [20], 2.0
+        args.scale_connections, args.scale_settle, args.scale_window = 200, 10.0, 20.0
         args.aws_steps = [20]
         args.postgres_steps = [20]
         args.store_cost_counts = [10]
