@@ -148,9 +148,9 @@ bench: $(STAMP) $(DYNAMODB_LOCAL_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
-# The chaos soak (never part of `make test`, which runs its short version on aws and embedded):
-# the short version on postgres first (about a minute), then real worker processes on every
-# backend (CHAOS_BACKENDS) under repeated mixed faults for CHAOS_MINUTES, then it stops.
+# The chaos soak (never part of `make test`, which runs its short version on every backend):
+# real worker processes on every backend (CHAOS_BACKENDS) under repeated mixed faults for
+# CHAOS_MINUTES, then it stops.
 CHAOS_MINUTES ?= 10
 chaos: $(STAMP) $(DYNAMODB_LOCAL_STAMP)
 	CHAOS_MINUTES=$(CHAOS_MINUTES) $(BIN)/python -m pytest tests/chaos --soak -m soak $(PYTEST_ARGS)
