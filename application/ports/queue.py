@@ -19,10 +19,12 @@ class HintOrigin:
     ended (application/deaths.py). A taker's view of the fleet still counts the connection in
     that session's last reported load; with the origin it counts it once, and a dead
     session's connections are placed by share (application/worker/balance.py). A
-    shutting-down worker's hints carry none (docs/decisions.md). Only a hint; the store
-    decides ownership."""
+    shutting-down worker's hints carry its session with `leaving`: a taker leaves that session
+    out of the split, so that its connections go where the fleet is short (a rolling deploy's
+    newcomer) in one move (docs/decisions.md). Only a hint; the store decides ownership."""
 
     session_id: str
+    leaving: bool = False
 
 
 @attrs.frozen
@@ -30,7 +32,7 @@ class Delivery:
     """One received message. `connection_id` is None when the body could not be parsed;
     `problem` then says why, and the consumer logs, counts and deletes it. `copy`: it was
     sent as a copy of hints sent before (application/hints.py), so the consumer reads the
-    connection before it acts on it. `origin`: as sent (None: a START, a shutdown's handoff)."""
+    connection before it acts on it. `origin`: as sent (None: a START)."""
 
     receipt: str
     connection_id: str | None
@@ -43,10 +45,15 @@ class Delivery:
 # the releasing session's id. Absent from a START's hint, and from hints sent before origins
 # were: a rolling deploy's old workers send none, and old workers ignore the field.
 ORIGIN_FIELD = "from"
+# Present (true) only on a shutting-down worker's hints; absent means false, so hints of
+# workers that predate it mean what they meant.
+LEAVING_FIELD = "leaving"
 
 
 def origin_fields(origin: HintOrigin | None) -> dict[str, object]:
-    return {} if origin is None else {ORIGIN_FIELD: origin.session_id}
+    if origin is None:
+        return {}
+    return {ORIGIN_FIELD: origin.session_id, **({LEAVING_FIELD: True} if origin.leaving else {})}
 
 
 def origin_of(document: Mapping[str, object]) -> HintOrigin | None:
@@ -54,7 +61,12 @@ def origin_of(document: Mapping[str, object]) -> HintOrigin | None:
     that is not a valid session id: the hint is then malformed as a whole (dropped and
     counted, like a body naming no connection), never half believed."""
     session_id = document.get(ORIGIN_FIELD)
+    leaving = document.get(LEAVING_FIELD, False)
+    if not isinstance(leaving, bool):
+        raise ValueError(f"{LEAVING_FIELD!r} must be true or false")
     if session_id is None:
+        if leaving:
+            raise ValueError(f"{LEAVING_FIELD!r} without {ORIGIN_FIELD!r}: who is leaving?")
         return None
     if not isinstance(session_id, str):
         raise ValueError(f"{ORIGIN_FIELD!r} must be a worker session id (a string)")
@@ -62,7 +74,7 @@ def origin_of(document: Mapping[str, object]) -> HintOrigin | None:
         validate_session_id(session_id)
     except DomainError as exc:
         raise ValueError(f"{ORIGIN_FIELD!r}: {exc}") from None
-    return HintOrigin(session_id)
+    return HintOrigin(session_id, leaving)
 
 
 # The longest delay a hint may be sent with (SQS's own limit, in whole seconds).

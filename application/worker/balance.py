@@ -15,6 +15,15 @@ two newcomers joining, the first to poll took 14 of the 20 that two workers hand
 balancing moved 4 of them again (bench/RESULTS.md section 31). And a hint from a releaser
 handing off to balance, taken on a view that sees the fleet balanced, says the view is older
 than the releaser's (`behind`): it is read again first.
+
+**Leaving.** A shutting-down worker's hints say so (`HintOrigin.leaving`). Its session is
+still live, and reports what it still holds, until its handoff ends; a taker counts it at
+capacity 0 from its first such hint, so its connections are split over the others' targets
+and go where the fleet is short (a rolling deploy's newcomer) in one move. Taking them by
+capacity, an old worker whose view was read before the newcomer joined took a share of them
+that balancing then moved on (the fleet bench's handoff rounds, the chaos suite's rolling
+restart). A view older than `BEHIND_RECHECK_BEATS` is read again first, for the newcomer; past
+`LEAVING_GRACE_BEATS` from the first hint, they are open to all by capacity.
 """
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,6 +47,14 @@ BEHIND_RECHECK_BEATS = 0.25
 # all, in heartbeats: the survivors' watches see the death within a heartbeat of each other,
 # and a part not taken by then is taken by whoever has room.
 PLACEMENT_GRACE_BEATS = 2
+
+# How long a leaving worker's connections are placed by share, in heartbeats from the first of
+# its hints this worker saw: its hints all go out within its drain (tenths of a second), and a
+# worker short of its share takes its part within a few receives. What views that disagree
+# left over (a fleet still balancing a join when the deploy's next worker leaves) is then
+# taken by whoever has room, within the handoff's 1 s: held to the dead's two heartbeats, four
+# of one AWS fleet-bench round's 18 waited 2.5 s.
+LEAVING_GRACE_BEATS = 0.5
 
 
 def died_at_ms(session: WorkerSession) -> int:
@@ -110,6 +127,8 @@ class Balance:
         # the whole fleet: at 1,000 workers, that walk per ask was most of the simulation's
         # time (bench/RESULTS.md section 31).
         self._version = 0
+        # Sessions whose hints said they are leaving: session id -> epoch ms of the first.
+        self._leaving: dict[str, int] = {}
         # The split of the dead's connections last worked out (`_Split`).
         self._split: _Split | None = None
         self._view_cache: tuple[int, list[Load]] | None = None
@@ -138,6 +157,8 @@ class Balance:
             if sid in reported and (later := [t for t in takes if t > reported[sid]])
         }
         dead = [s for s in sessions if not s.is_live(now_ms)]
+        # A leaving session is counted so while it is live; once ended it is a dead one.
+        self._leaving = {sid: at for sid, at in self._leaving.items() if sid in reported}
         self._died_at = {s.session_id: died_at_ms(s) for s in dead}
         self._dead_held = {s.session_id: s.held for s in dead}
         self._seen_at = self._ctx.clock.monotonic()
@@ -180,6 +201,8 @@ class Balance:
     def _counted_off(self) -> list[Load]:
         loads: list[Load] = []
         for load in self._loads:
+            if load.session_id in self._leaving:
+                load = attrs.evolve(load, capacity=0)  # it takes nothing: out of the split
             taken = sum(
                 1 for t in self._taken_from.get(load.session_id, ()) if t > load.reported_at_ms
             )
@@ -190,6 +213,38 @@ class Balance:
             rate = load.rate * held / load.held if load.held else load.rate
             loads.append(attrs.evolve(load, held=held, rate=rate))
         return loads
+
+    def note_leaving(self, origins: Iterable[HintOrigin]) -> None:
+        """Hints said these sessions are leaving (shutting down): from now on they are out of
+        the split (`_counted_off`)."""
+        now_ms = self._ctx.clock.now_ms()
+        mine = self._session_id()
+        for origin in origins:
+            sid = origin.session_id
+            if origin.leaving and sid != mine and sid not in self._leaving:
+                self._leaving[sid] = now_ms
+                self._version += 1
+
+    def open_to_all(self, origin: HintOrigin | None, now_ms: int) -> bool:
+        """Whether a connection whose hint names `origin` is taken by capacity, not by this
+        worker's share: its releaser is dead (within the placement grace the dead's are
+        placed: `placing`), or has been leaving for longer than `LEAVING_GRACE_BEATS` (the
+        workers short of their share did not take it: full, slow, fenced or gone, or views
+        that disagreed left it to nobody)."""
+        if origin is None:
+            return False
+        if self.dead(origin.session_id):
+            return True
+        since = self._leaving.get(origin.session_id)
+        grace_ms = LEAVING_GRACE_BEATS * self._ctx.config.heartbeat_interval_s * 1000
+        return since is not None and now_ms - since >= grace_ms
+
+    def waited_out(self, unowned_since_ms: int, now_ms: int) -> bool:
+        """Whether a connection that wants an owner since `unowned_since_ms` (released,
+        STARTed) has waited the placement grace: then whoever has room takes it, by capacity.
+        Left to the workers short of their share, it would wait as long as one of them is
+        live and cannot take it (a failing store, a fenced session): the bound on that wait."""
+        return now_ms - unowned_since_ms >= self._grace_ms()
 
     def placing(self, owner: str, now_ms: int) -> bool:
         """Whether a connection of the dead session `owner` is placed by share: its owner
@@ -303,6 +358,10 @@ class Balance:
         fresh_s = BEHIND_RECHECK_BEATS * self._ctx.config.heartbeat_interval_s
         if self._ctx.clock.monotonic() - self._seen_at < fresh_s:
             return False  # read just now: a hand-back storm costs a read per this at most
+        if any(o.leaving for o in balancing):
+            # A worker leaving: who it leaves to is decided on this view, which may predate
+            # its replacement (a rolling deploy starts the new one first).
+            return True
         known = {load.session_id for load in self._loads}
         if any(o.session_id not in known for o in balancing):
             return True

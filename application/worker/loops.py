@@ -101,6 +101,7 @@ async def poll_queue(
             candidates = [cid for cid in wanted if not sessions.holds(cid)]
             taken = await _taken_already(ctx, [c for c in candidates if c not in first_round])
             to_take = [(cid, False) for cid in candidates if cid not in taken]
+            sessions.balance.note_leaving(origins.values())
             if to_take and sessions.balance.behind(origins.values()):
                 # A releaser handing off to balance saw the fleet out of balance; a view that
                 # sees it balanced is older than that (a join it missed, read a lease ago):
@@ -142,19 +143,25 @@ async def _take_hinted(
     """Take what hints name; returns the ids declined for want of room. A reported death's
     hints name the dead session (application/deaths.py): while it is within the placement
     grace its connections are placed by share, as the orphan scan places them, and past it
-    they are open to all by capacity; the rest by this worker's share."""
+    they are open to all by capacity. A leaving worker's are taken by this worker's share,
+    with the leaver out of the split, and past the grace by capacity (Balance.open_to_all);
+    the rest by this worker's share."""
     balance, now_ms = sessions.balance, ctx.clock.now_ms()
 
-    def dead(cid: str) -> bool:
-        origin = origins.get(cid)
-        return origin is not None and balance.dead(origin.session_id)
+    def open_to_all(cid: str) -> bool:
+        return balance.open_to_all(origins.get(cid), now_ms)
 
     placed = [
-        c for c in connection_ids if dead(c) and balance.placing(origins[c].session_id, now_ms)
+        c
+        for c in connection_ids
+        if c in origins
+        and balance.dead(origins[c].session_id)
+        and balance.placing(origins[c].session_id, now_ms)
     ]
     no_room: list[str] = []
     with sessions.placing(placed, found=False):
-        no_room += await sessions.take_each([(c, dead(c)) for c in connection_ids], origins)
+        candidates = [(c, open_to_all(c)) for c in connection_ids]
+        no_room += await sessions.take_each(candidates, origins)
     return set(no_room)
 
 
@@ -370,7 +377,8 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
     room (full, or no trusted session yet); some was left that this worker had the capacity
     for (its share said no: the balance left it to workers short of theirs; or it was freed so
     recently that its hint is still on its way). A dead worker's are taken up to this worker's
-    part of them, then, past the placement grace, up to capacity (Sessions._room).
+    part of them, then, past the placement grace, up to capacity (Sessions._room); so is an
+    unowned one that has wanted an owner for the grace (Balance.waited_out).
 
     The whole scan is read before anything is taken: this worker's part is its share of all
     the dead workers' connections, so it must know how many there are. Placed page by page,
@@ -396,8 +404,13 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
         for o in orphans
         if o.owner != NO_OWNER and sessions.balance.placing(o.owner, now_ms)
     ]
+    # By capacity (as a dead owner's past the grace): an unowned one that has waited the
+    # placement grace; the workers short of their share did not take it.
     candidates = [
-        (o.connection_id, o.owner != NO_OWNER)
+        (
+            o.connection_id,
+            o.owner != NO_OWNER or sessions.balance.waited_out(o.updated_at_ms, now_ms),
+        )
         for o in ordered
         if o.connection_id not in sessions and o.connection_id not in hinted
     ]

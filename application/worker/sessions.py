@@ -160,7 +160,7 @@ class Sessions:
         candidates: Sequence[tuple[str, bool]],
         origins: Mapping[str, HintOrigin] | None = None,
     ) -> list[str]:
-        """Take each (connection_id, dead_owner) while there is room, in order, in waves of
+        """Take each (connection_id, by_capacity) while there is room, in order, in waves of
         up to `TakeLimit.current` acquisitions at once (see take_limit.py: one at a time, a
         dead worker's share of thousands would move at one store round trip per connection).
         Returns the ids not tried for want of room. A failed take (StoreUnavailable) is raised
@@ -191,17 +191,17 @@ class Sessions:
     async def _take_if_room(
         self,
         connection_id: str,
-        dead_owner: bool,
+        by_capacity: bool,
         no_room: list[str],
         round_trips: list[float],
         origin: HintOrigin | None = None,
     ) -> None:
         finishing = connection_id in self and not self.holds(connection_id)
-        no_room_for_it = connection_id not in self and self._room(connection_id, dead_owner) <= 0
+        no_room_for_it = connection_id not in self and self._room(connection_id, by_capacity) <= 0
         if finishing or no_room_for_it or self._handed_off_lately(connection_id):
             no_room.append(connection_id)  # given back: another worker may take it
             return
-        await self._take(connection_id, dead_owner, round_trips, origin)
+        await self._take(connection_id, by_capacity, round_trips, origin)
 
     @contextlib.contextmanager
     def placing(self, connection_ids: Collection[str], *, found: bool = True) -> Iterator[None]:
@@ -232,28 +232,29 @@ class Sessions:
             if not self._placing:
                 self._budget = 0
 
-    def _room(self, connection_id: str, dead_owner: bool) -> int:
-        """A connection being placed: what is left of this worker's part. Another dead
-        owner's: capacity alone (past the placement grace: open to all). Any other: this
-        worker's share."""
+    def _room(self, connection_id: str, by_capacity: bool) -> int:
+        """A connection being placed: what is left of this worker's part. One open to all
+        (`by_capacity`: a dead owner's past the placement grace, or one that waited the grace
+        for an owner, Balance.waited_out): capacity alone. Any other: this worker's share."""
         if connection_id in self._placing:
             return min(self.capacity_free, self._budget)
-        return self.capacity_free if dead_owner else self.free
+        return self.capacity_free if by_capacity else self.free
 
     async def _take(
         self,
         connection_id: str,
-        dead_owner: bool,
+        by_capacity: bool,
         round_trips: list[float],
         origin: HintOrigin | None = None,
     ) -> None:
-        """`dead_owner`: the caller saw the owner's session dead (the orphan scan): room is
-        then this worker's part of the dead's connections, by capacity alone past the
-        placement grace (`_room`). Whether the acquire was a takeover is the store's answer,
-        not this. `origin`: the session its hint says released it (the balance counts it
-        once: `Balance.took`)."""
+        """`by_capacity`: the caller saw the owner's session dead (the orphan scan, a reported
+        death's hint: room is then this worker's part of the dead's connections while they are
+        placed), or the connection open to all (past the placement grace: a dead owner's, a
+        leaving releaser's, one unowned that long): room is capacity alone (`_room`). Whether
+        the acquire was a takeover is the store's answer, not this. `origin`: the session its
+        hint says released it (the balance counts it once: `Balance.took`)."""
         ctx, keeper = self._ctx, self._keeper
-        if connection_id in self or self._room(connection_id, dead_owner) <= 0:
+        if connection_id in self or self._room(connection_id, by_capacity) <= 0:
             return
         if self._handed_off_lately(connection_id):
             return

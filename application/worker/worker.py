@@ -19,6 +19,7 @@ from application.hints import SECOND_ROUND_S, send_hints
 from application.ports import (
     Clock,
     ConnectionStore,
+    HintOrigin,
     MessageSink,
     Metrics,
     NotificationQueue,
@@ -209,8 +210,13 @@ class Worker:
         was sent (application/hints.py: a worker killed lately may have left a long poll that
         catches the first). Returns once `stopped` is set and everything is sent, twice.
         Records, per connection hinted, how long after the shutdown began (`began`,
-        monotonic) it was released and hinted: this worker's part of the handoff."""
+        monotonic) it was released and hinted: this worker's part of the handoff. The hints
+        name this session as leaving (HintOrigin.leaving): a taker leaves it out of the split,
+        so the connections go where the fleet is short in one move."""
         clock = self.ctx.clock
+        # The session the connections were released under (still renewed until the end).
+        session_id = self.keeper.session_id
+        origin = HintOrigin(session_id, leaving=True) if session_id else None
         sent = 0
         second_rounds: list[tuple[float, list[str]]] = []  # (when due, monotonic; the batch)
         changed = self.sessions.handed_over_changed
@@ -220,7 +226,8 @@ class Worker:
             if sent < len(handed):
                 batch, sent = handed[sent:], len(handed)
                 try:
-                    await send_hints(self.ctx.queue, batch, {"worker_id": self.ctx.worker_id})
+                    extra = {"worker_id": self.ctx.worker_id}
+                    await send_hints(self.ctx.queue, batch, extra, origin)
                 except ApplicationError as exc:
                     log.warning("handoff hints not sent (reconciliation will find them): %s", exc)
                 else:
@@ -232,7 +239,7 @@ class Worker:
             if second_rounds and second_rounds[0][0] <= clock.monotonic():
                 _, batch = second_rounds.pop(0)
                 try:
-                    await self.ctx.queue.send(batch, copy=True)
+                    await self.ctx.queue.send(batch, copy=True, origin=origin)
                 except ApplicationError as exc:
                     log.info("%d handoff hint(s) went out once: %s", len(batch), exc)
                 continue

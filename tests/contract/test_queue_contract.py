@@ -20,6 +20,8 @@ MALFORMED_BODIES = [
     '{"pk": "CONN#a b"}',
     '{"connection_id": "c-1", "from": 7}',
     '{"connection_id": "c-1", "from": ""}',
+    '{"connection_id": "c-1", "from": "w-1#1", "leaving": "yes"}',
+    '{"connection_id": "c-1", "leaving": true}',
 ]
 
 
@@ -216,17 +218,21 @@ async def test_a_hint_carries_its_origin_and_keeps_it_through_a_give_back(
     the connection once with it); a START's names none. Given back, a hint is the same hint:
     its origin and its copy flag stay."""
     releaser = HintOrigin("worker-a#3")
+    leaver = HintOrigin("worker-b#1", leaving=True)  # a shutting-down worker's handoff
     await queue.queue.send(["conn-released"], copy=True, origin=releaser)
     await queue.queue.send(["conn-started"])
+    await queue.queue.send(["conn-handed-over"], origin=leaver)
 
-    caught = {d.connection_id: d for d in await receive_all(queue, expected=2)}
+    caught = {d.connection_id: d for d in await receive_all(queue, expected=3)}
     assert (caught["conn-released"].origin, caught["conn-released"].copy) == (releaser, True)
     assert caught["conn-started"].origin is None
+    assert (caught["conn-handed-over"].origin, caught["conn-handed-over"].copy) == (leaver, False)
 
     await queue.queue.release([d.receipt for d in caught.values()])
-    again = {d.connection_id: d for d in await receive_all(queue, expected=2)}
+    again = {d.connection_id: d for d in await receive_all(queue, expected=3)}
     assert (again["conn-released"].origin, again["conn-released"].copy) == (releaser, True)
     assert (again["conn-started"].origin, again["conn-started"].copy) == (None, False)
+    assert again["conn-handed-over"].origin == leaver
     await queue.queue.delete([d.receipt for d in again.values()])
 
 

@@ -54,3 +54,15 @@ def test_a_released_connections_hint_names_its_releaser_and_an_invalid_one_is_re
     for bad in ('{"connection_id": "m-1", "from": 7}', '{"connection_id": "m-1", "from": ""}'):
         with pytest.raises(MalformedHint, match="'from'"):
             decode_all(bad)
+
+
+def test_a_shutting_down_workers_hint_says_it_is_leaving_and_only_a_boolean_counts() -> None:
+    body = encode_hint("m-1", origin=HintOrigin("vm-1#2", leaving=True))
+    assert json.loads(body) == {"connection_id": "m-1", "from": "vm-1#2", "leaving": True}
+    assert decode_all(body) == ("m-1", False, HintOrigin("vm-1#2", leaving=True))
+    plain = '{"connection_id": "m-1", "from": "vm-1#2", "leaving": false}'
+    assert decode_all(plain) == ("m-1", False, HintOrigin("vm-1#2"))
+    with pytest.raises(MalformedHint, match="'leaving'"):
+        decode_all('{"connection_id": "m-1", "from": "vm-1#2", "leaving": 1}')
+    with pytest.raises(MalformedHint, match="who is leaving"):
+        decode_all('{"connection_id": "m-1", "leaving": true}')

@@ -10,7 +10,7 @@ from adapters.memory.clock import FakeClock
 from adapters.memory.metrics import InMemoryMetrics
 from application.config import WorkerConfig
 from application.ports import HintOrigin
-from application.worker.balance import BEHIND_RECHECK_BEATS, Balance
+from application.worker.balance import BEHIND_RECHECK_BEATS, LEAVING_GRACE_BEATS, Balance
 from domain import WorkerSession
 from tests.support.leases import worker_context
 
@@ -93,3 +93,40 @@ async def test_a_balancing_hint_on_a_view_in_balance_asks_for_a_fresh_view() -> 
     r.view({"w1#1": (20, now), "w5#1": (0, now)})  # the newcomer it had missed
     await r.clock.advance(BEHIND_RECHECK_BEATS * CONFIG.heartbeat_interval_s + 0.01)
     assert not r.balance.behind([w1]), "out of balance: the view agrees with the releaser"
+
+
+async def test_a_leaving_workers_connections_are_split_over_the_others_alone() -> None:
+    """GIVEN three workers at 12 and this newcomer at 0 WHEN w1's hints say it is leaving THEN
+    this worker's target is w1's 12 (36 over the three that stay), not 9 (36 over four): the
+    last 3 would otherwise be declined by everyone until w1's session ended."""
+    r = Rig()
+    now = r.clock.now_ms()
+    r.view({"w1#1": (12, now), "w2#1": (12, now), "w4#1": (12, now)})
+    assert r.balance.room() == 9
+
+    r.balance.note_leaving([HintOrigin("w1#1", leaving=True)])
+    assert r.balance.room() == 12
+    await r.clock.advance(0.1)
+    r.take(12, HintOrigin("w1#1", leaving=True), r.clock.now_ms() - 50)  # released after its report
+    share = r.balance.share()
+    assert share is not None
+    assert (share.target, share.imbalanced) == (12, False), "balanced: w1's 12 counted once"
+
+
+async def test_a_leaving_workers_hint_asks_for_a_fresh_view_and_is_open_to_all_after_a_while() -> (
+    None
+):
+    r = Rig()
+    now = r.clock.now_ms()
+    r.view({"w1#1": (12, now), "w2#1": (12, now)})
+    leaving = HintOrigin("w1#1", leaving=True)
+    assert not r.balance.behind([leaving]), "read just now"
+    await r.clock.advance(BEHIND_RECHECK_BEATS * CONFIG.heartbeat_interval_s + 0.01)
+    assert r.balance.behind([leaving]), "a replacement may have joined since this view"
+
+    r.balance.note_leaving([leaving])
+    assert not r.balance.open_to_all(leaving, r.clock.now_ms())
+    await r.clock.advance(LEAVING_GRACE_BEATS * CONFIG.heartbeat_interval_s)
+    assert r.balance.open_to_all(leaving, r.clock.now_ms()), "nobody short took it: anyone may"
+    assert not r.balance.open_to_all(HintOrigin("w2#1"), r.clock.now_ms())
+    assert not r.balance.open_to_all(None, r.clock.now_ms())

@@ -61,3 +61,55 @@ async def test_a_part_a_survivor_cannot_take_is_open_to_all_after_the_grace(
     bound_s = cfg.lease_ms / 1000 + (PLACEMENT_GRACE_BEATS + 2) * cfg.heartbeat_interval_s
     assert took <= bound_s, (took, bound_s)
     assert {fleet.owner_of(c) for c in orphans} == {"w3"}  # w2's part too, past the grace
+
+
+async def test_a_leaving_workers_connections_go_to_its_replacement_in_one_move(
+    fleet: Fleet,
+) -> None:
+    """A rolling deploy: the replacement starts, then the old worker gets SIGTERM. Its
+    connections must all go to the newcomer, each moved once: the others are at their share
+    already. Taking by capacity, an old worker whose view predates the newcomer took some,
+    and balancing moved them on (the fleet bench's handoff rounds, the chaos suite's rolling
+    restart)."""
+    await _three_balanced(fleet)
+    await fleet.clock.advance(6)  # every view caught up with the STARTs
+    fleet.add_worker("w4")
+    await fleet.clock.run_until(lambda: fleet.members["w4"].worker.keeper.session_id != "", 5)
+    moving = fleet.streamed_by("w1")
+    began = fleet.clock.now_ms()
+
+    fleet.members["w1"].worker.request_shutdown()
+    took = await fleet.clock.run_until(
+        lambda: all(fleet.owner_of(c) not in (None, "w1") for c in moving), 10
+    )
+    await fleet.clock.advance(30)  # long enough for balancing to move anything it would
+
+    assert took <= 1.0
+    moves = {cid: await _moves_since(fleet, cid, began) for cid in moving}
+    assert set(moves.values()) == {1}, moves
+    assert {fleet.owner_of(c) for c in moving} == {"w4"}
+
+
+async def test_a_leaving_workers_connections_nobody_short_takes_are_open_to_all_after_the_grace(
+    fleet: Fleet,
+) -> None:
+    """The same, but the newcomer cannot take (its store unreachable): the old workers, at
+    their share, take the leaver's connections by capacity once the grace has passed: the
+    hints they receive past `LEAVING_GRACE_BEATS`, and the ones the failing newcomer received
+    (and, failing, neither took nor gave back) through the scan, once they have waited the
+    placement grace (Balance.waited_out)."""
+    await _three_balanced(fleet)
+    await fleet.clock.advance(6)  # every view caught up with the STARTs
+    fleet.add_worker("w4")
+    await fleet.clock.run_until(lambda: fleet.members["w4"].worker.keeper.session_id != "", 5)
+    fleet.members["w4"].store.fail_next("Acquire", 1_000)
+    moving = fleet.streamed_by("w1")
+
+    fleet.members["w1"].worker.request_shutdown()
+    took = await fleet.clock.run_until(
+        lambda: all(fleet.owner_of(c) not in (None, "w1") for c in moving), 30
+    )
+
+    cfg = fleet.config
+    assert took <= (PLACEMENT_GRACE_BEATS + 2) * cfg.heartbeat_interval_s, took
+    assert {fleet.owner_of(c) for c in moving} <= {"w2", "w3"}

@@ -133,7 +133,7 @@ async def test_the_giver_takes_back_a_handed_off_connection_at_its_first_try_aft
     lease_s = fleet.config.lease_ms / 1000
 
     await fleet.clock.advance(lease_s - 0.002)
-    # By capacity (dead_owner): the share is not asked, only the window.
+    # By capacity (by_capacity): the share is not asked, only the window.
     assert await sessions.take_each([(moving, True)]) == [moving], "taken back within the window"
     await fleet.clock.advance(0.003)
     assert moving not in sessions, "a loop of the worker tried it first: the test proves nothing"

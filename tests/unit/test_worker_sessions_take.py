@@ -67,8 +67,8 @@ async def test_a_connection_held_here_is_not_acquired_again(fleet: Fleet) -> Non
     await fleet.start_streamed_by("a", "c1")
     before = acquisitions(fleet)
 
-    for dead_owner in (False, True):
-        assert await a.worker.sessions.take_each([("c1", dead_owner)]) == []
+    for by_capacity in (False, True):
+        assert await a.worker.sessions.take_each([("c1", by_capacity)]) == []
 
     assert acquisitions(fleet) == before
     assert [s.connection_id for s in a.worker.sessions] == ["c1"]
