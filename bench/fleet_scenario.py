@@ -79,6 +79,12 @@ async def run_fleet(
         "timeouts": run.timeouts,
         "faults": run.faults,
         "moves": records.moves_per_fault(run.faults, streams, ended, ("crash", "handoff")),
+        "settled_s": {
+            kind: summary(values)
+            for kind, values in records.settled_per_fault(
+                run.faults, streams, ended, ("crash", "handoff")
+            ).items()
+        },
         "verdict": verdict,
         "timeline": {
             "began_ms": began,

@@ -100,6 +100,13 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             measured = f"p50 {_fmt(s['p50'])} p99 {_fmt(s['p99'])} (n={s['n']})"
             ok = s["p99"] is not None and s["p99"] <= target and not fleet["timeouts"][kind]
             out.append((f"{name}: {kind} latency s", measured, f"p99 <= {target}", _ok(ok)))
+        for kind, s in fleet.get("settled_s", {}).items():
+            # Issue 27: the time until the owner it stays with; past the first owner's only
+            # where balancing moved it again.
+            target = latency_targets(timings)[kind]
+            measured = f"p50 {_fmt(s['p50'])} p99 {_fmt(s['p99'])} (n={s['n']})"
+            ok = s["p99"] is not None and s["p99"] <= target
+            out.append((f"{name}: {kind} settled s", measured, f"p99 <= {target}", _ok(ok)))
         for kind, moves in fleet.get("moves", {}).items():
             out.append(
                 (

@@ -4,7 +4,7 @@ fault's time in the runner and these timestamps: the same host, the same clock."
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 Record = Mapping[str, Any]
@@ -31,20 +31,51 @@ def moves_per_fault(
     again, and how many more than once, before the next fault of any kind (or the fault's
     "moves_until_ms"). A second subscription is a second move: placement, then balancing."""
     out: dict[str, dict[str, int]] = {}
+    for fault, connects in _connects_per_fault(faults, streams, ended_ms, kinds):
+        counts = out.setdefault(fault["kind"], {"moved": 0, "moved_twice": 0, "most": 0})
+        counts["moved"] += 1
+        counts["moved_twice"] += len(connects) > 1
+        counts["most"] = max(counts["most"], len(connects))
+    return out
+
+
+def settled_per_fault(
+    faults: Sequence[Mapping[str, Any]],
+    streams: Mapping[str, Record | None],
+    ended_ms: int,
+    kinds: Collection[str],
+) -> dict[str, list[float]]:
+    """Per kind of fault (as `moves_per_fault` reads them): for each connection the worker
+    held, seconds from the fault to its last subscription in the fault's window, the owner it
+    settled with (issue 27's "settled owner"). A connection moved twice settles at its
+    second move; one never subscribed to again in the window is left out (the first-owner
+    latency counts it as a timeout)."""
+    out: dict[str, list[float]] = {}
+    for fault, connects in _connects_per_fault(faults, streams, ended_ms, kinds):
+        samples = out.setdefault(fault["kind"], [])
+        if connects:
+            samples.append((connects[-1] - fault["at_ms"]) / 1000)
+    return out
+
+
+def _connects_per_fault(
+    faults: Sequence[Mapping[str, Any]],
+    streams: Mapping[str, Record | None],
+    ended_ms: int,
+    kinds: Collection[str],
+) -> Iterator[tuple[Mapping[str, Any], list[int]]]:
+    """(fault, subscriptions of one of its connections within the fault's window), for each
+    connection of each fault of `kinds`: the window ends at the next fault of any kind (or
+    the fault's "moves_until_ms")."""
     timed = sorted(faults, key=lambda f: f["at_ms"])
     for fault, after in zip(timed, [*timed[1:], None], strict=True):
         if fault["kind"] not in kinds:
             continue
         until = ended_ms if after is None else after["at_ms"]
         until = min(until, fault.get("moves_until_ms", until))
-        counts = out.setdefault(fault["kind"], {"moved": 0, "moved_twice": 0, "most": 0})
         for cid in fault["connections"]:
             record = streams.get(cid) or {"connections": []}
-            connects = [t for t in connects_since(record, fault["at_ms"]) if t < until]
-            counts["moved"] += 1
-            counts["moved_twice"] += len(connects) > 1
-            counts["most"] = max(counts["most"], len(connects))
-    return out
+            yield fault, [t for t in connects_since(record, fault["at_ms"]) if t < until]
 
 
 def first_connect_since(record: Record | None, since_ms: int) -> int | None:
