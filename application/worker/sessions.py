@@ -131,18 +131,24 @@ class Sessions:
 
     def hand_off(self, count: int) -> list[str]:
         """Hand up to `count` connections to the fleet by the graceful path (drain, release
-        with the final checkpoint, hint). Chosen so the move costs least: streaming ones first
-        (one reconnecting would only restart its back-off), the fewest messages left to
-        drain, then the most recently taken (those held long stay put). By load, of those,
-        the ones whose moves best close the gap (domain/balance.py `pick_hand_offs`), and
-        none that moved in lately (`MOVED_HOLD_LEASES`): a connection is not bounced on."""
+        with the final checkpoint, hint). Chosen so the move costs least: none that moved in
+        lately (`MOVED_HOLD_LEASES`) while others can go, so that a connection a fault just
+        moved is not bounced on (by count, only if nothing else is left: a caller's count is
+        honoured); streaming ones first (one reconnecting would only restart its back-off),
+        the fewest messages left to drain, then the most recently taken (those held long stay
+        put). By load, of those, the ones whose moves best close the gap (domain/balance.py
+        `pick_hand_offs`), and none that moved in lately."""
+        now = self._ctx.clock.monotonic()
+
+        def moved_lately(s: ConnectionSession) -> bool:
+            return self._moved_in.get(s.connection_id, 0) > now
+
         candidates = [s for s, _ in reversed(self._running.values()) if not s.stopping]
-        candidates.sort(key=lambda s: (not s.upstream_open, s.ingest.pending))
+        candidates.sort(key=lambda s: (moved_lately(s), not s.upstream_open, s.ingest.pending))
         chosen = candidates[:count]
         share = self.balance.share() if self.balance.by_load else None
         if share is not None and share.excess > 0:  # (a caller's own count otherwise)
-            now = self._ctx.clock.monotonic()
-            settled = [s for s in candidates if self._moved_in.get(s.connection_id, 0) <= now]
+            settled = [s for s in candidates if not moved_lately(s)]
             costs = [(s.connection_id, cost(self._rate_of(s.connection_id))) for s in settled]
             picked = set(pick_hand_offs(costs, share, count))
             chosen = [s for s in settled if s.connection_id in picked]

@@ -113,3 +113,18 @@ async def test_a_leaving_workers_connections_nobody_short_takes_are_open_to_all_
     cfg = fleet.config
     assert took <= (PLACEMENT_GRACE_BEATS + 2) * cfg.heartbeat_interval_s, took
     assert {fleet.owner_of(c) for c in moving} <= {"w2", "w3"}
+
+
+async def test_balancing_hands_off_a_connection_held_long_before_one_a_fault_just_moved_in(
+    fleet: Fleet,
+) -> None:
+    """A connection a handoff or a takeover just moved is not the one balancing moves next
+    (issue 27: each moves once): the worker above its share gives one it has held long, even
+    by count, where the most recently taken went first."""
+    w1, _ = fleet.add_worker("w1"), fleet.add_worker("w2")
+    await fleet.start_streamed_by("w1", "held-long")
+    await fleet.start_streamed_by("w2", "moved-in")
+    await fleet.shutdown("w2")
+    await fleet.clock.run_until(lambda: fleet.owner_of("moved-in") == "w1", 5)
+
+    assert w1.worker.sessions.hand_off(1) == ["held-long"]
