@@ -23,7 +23,9 @@ and go where the fleet is short (a rolling deploy's newcomer) in one move. Takin
 capacity, an old worker whose view was read before the newcomer joined took a share of them
 that balancing then moved on (the fleet bench's handoff rounds, the chaos suite's rolling
 restart). A view older than `BEHIND_RECHECK_BEATS` is read again first, for the newcomer; past
-`LEAVING_GRACE_BEATS` from the first hint, they are open to all by capacity.
+`LEAVING_GRACE_BEATS` from the first hint, they are open to all by capacity, and a worker at
+its share receives hints again to take them (`leavers_open`). A leaver is remembered after its
+session ends: its late hints name connections it released, not a dead session's.
 """
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -157,8 +159,10 @@ class Balance:
             if sid in reported and (later := [t for t in takes if t > reported[sid]])
         }
         dead = [s for s in sessions if not s.is_live(now_ms)]
-        # A leaving session is counted so while it is live; once ended it is a dead one.
-        self._leaving = {sid: at for sid, at in self._leaving.items() if sid in reported}
+        # A leaver is remembered past its end, while hints it sent may still come: they name
+        # connections it released, not a dead session's (`open_to_all`).
+        forget_ms = 2 * self._ctx.config.lease_ms
+        self._leaving = {sid: at for sid, at in self._leaving.items() if now_ms - at < forget_ms}
         self._died_at = {s.session_id: died_at_ms(s) for s in dead}
         self._dead_held = {s.session_id: s.held for s in dead}
         self._seen_at = self._ctx.clock.monotonic()
@@ -227,17 +231,24 @@ class Balance:
 
     def open_to_all(self, origin: HintOrigin | None, now_ms: int) -> bool:
         """Whether a connection whose hint names `origin` is taken by capacity, not by this
-        worker's share: its releaser is dead (within the placement grace the dead's are
-        placed: `placing`), or has been leaving for longer than `LEAVING_GRACE_BEATS` (the
-        workers short of their share did not take it: full, slow, fenced or gone, or views
-        that disagreed left it to nobody)."""
+        worker's share: a leaver's (ended since or not), once it has been leaving for longer
+        than `LEAVING_GRACE_BEATS` (the workers short of their share did not take it: full,
+        slow, fenced or gone, or views that disagreed left it to nobody); a dead session's
+        otherwise (within the placement grace the dead's are placed: `placing`)."""
         if origin is None:
             return False
-        if self.dead(origin.session_id):
-            return True
         since = self._leaving.get(origin.session_id)
+        if origin.leaving and since is not None:
+            # Ended or not: what it released is placed by share for the grace, then open.
+            grace_ms = LEAVING_GRACE_BEATS * self._ctx.config.heartbeat_interval_s * 1000
+            return now_ms - since >= grace_ms
+        return self.dead(origin.session_id)
+
+    def leavers_open(self, now_ms: int) -> bool:
+        """Some leaver this worker saw has been leaving for longer than `LEAVING_GRACE_BEATS`:
+        its connections are open to all, so a worker at its share receives hints again."""
         grace_ms = LEAVING_GRACE_BEATS * self._ctx.config.heartbeat_interval_s * 1000
-        return since is not None and now_ms - since >= grace_ms
+        return any(now_ms - since >= grace_ms for since in self._leaving.values())
 
     def waited_out(self, unowned_since_ms: int, now_ms: int) -> bool:
         """Whether a connection that wants an owner since `unowned_since_ms` (released,

@@ -67,9 +67,12 @@ async def poll_queue(
     would hide a handoff hint for a whole visibility timeout. The last receive is let finish
     — it returns at once if it catches a hint — and whatever it caught is given back."""
     cfg = ctx.config
+    balance = sessions.balance
     while not draining.is_set():
         beats.last["poll"] = ctx.clock.monotonic()
-        if sessions.free <= 0:
+        # At its share, a worker with room still receives while a leaver's connections are
+        # open to all (Balance.leavers_open): nobody short took them, so they wait for it.
+        if sessions.free <= 0 and (sessions.full or not balance.leavers_open(ctx.clock.now_ms())):
             # Full: a while. At its share while another worker is below its own: a part of a
             # heartbeat, then a fresh look at the fleet (one read): the view the sessions watch
             # keeps is up to a lease old, and a death or an exit since changes the shares.
@@ -78,9 +81,8 @@ async def poll_queue(
                 await _refresh_view(ctx, sessions)
             continue
         try:
-            deliveries = await ctx.queue.receive(
-                min(cfg.poll_batch, sessions.free), cfg.poll_wait_s
-            )
+            room = max(sessions.free, 1 if balance.leavers_open(ctx.clock.now_ms()) else 0)
+            deliveries = await ctx.queue.receive(min(cfg.poll_batch, room), cfg.poll_wait_s)
             if draining.is_set():
                 await ctx.queue.release([d.receipt for d in deliveries])
                 return
@@ -151,10 +153,13 @@ async def _take_hinted(
     def open_to_all(cid: str) -> bool:
         return balance.open_to_all(origins.get(cid), now_ms)
 
+    # A reported death's: still owned by the dead session. Not a leaver's that has ended
+    # meanwhile: it released them (Balance.open_to_all).
     placed = [
         c
         for c in connection_ids
         if c in origins
+        and not origins[c].leaving
         and balance.dead(origins[c].session_id)
         and balance.placing(origins[c].session_id, now_ms)
     ]

@@ -130,3 +130,36 @@ async def test_a_leaving_workers_hint_asks_for_a_fresh_view_and_is_open_to_all_a
     assert r.balance.open_to_all(leaving, r.clock.now_ms()), "nobody short took it: anyone may"
     assert not r.balance.open_to_all(HintOrigin("w2#1"), r.clock.now_ms())
     assert not r.balance.open_to_all(None, r.clock.now_ms())
+
+
+async def test_a_leavers_hint_after_its_session_ended_is_still_a_released_connection() -> None:
+    """A leaver ends its session once its handoff is done; hints it sent may still arrive.
+    They name connections it released, not a dead session's it still owns: placed by share
+    for the leaving grace, then open to all, never split as a death's (`takeover_budget`
+    would count what the leaver last reported, most of it taken already, and decline). And a
+    worker at its share receives again once a leaver it saw is past the grace."""
+    r = Rig()
+    now = r.clock.now_ms()
+    r.view({"w1#1": (12, now), "w2#1": (12, now)})
+    leaving = HintOrigin("w1#1", leaving=True)
+    r.balance.note_leaving([leaving])
+    assert not r.balance.leavers_open(r.clock.now_ms())
+
+    await r.clock.advance(0.1)
+    ended = r.clock.now_ms()
+    lease = CONFIG.lease_ms
+    r.balance.observe(
+        [
+            WorkerSession(ME, 1, ended + lease, r.held, CAPACITY, updated_at_ms=ended),
+            WorkerSession("w1#1", 1, ended - 1, 0, CAPACITY, updated_at_ms=ended - 1),
+            WorkerSession("w2#1", 1, ended + lease, 12, CAPACITY, updated_at_ms=ended),
+        ],
+        ended,
+    )
+    assert r.balance.dead("w1#1")
+    assert not r.balance.open_to_all(leaving, r.clock.now_ms()), "by share within the grace"
+    assert r.balance.open_to_all(HintOrigin("w1#1"), r.clock.now_ms()), "a death's: by capacity"
+
+    await r.clock.advance(LEAVING_GRACE_BEATS * CONFIG.heartbeat_interval_s)
+    assert r.balance.open_to_all(leaving, r.clock.now_ms())
+    assert r.balance.leavers_open(r.clock.now_ms())
