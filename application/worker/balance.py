@@ -24,7 +24,8 @@ import attrs
 from application.ports import HintOrigin
 from application.worker.context import WorkerContext
 from domain import WorkerSession
-from domain.balance import Load, Share, loads_of, share_of, take_order
+from domain.balance import Load, Share, loads_of, take_order
+from domain.balance_view import FleetView
 
 # By load: a connection that moved in is not handed off again for this many leases (the rate
 # it brings is counted by the next views, and a second move within them would be a reaction
@@ -114,6 +115,7 @@ class Balance:
         self._split: _Split | None = None
         self._view_cache: tuple[int, list[Load]] | None = None
         self._share_cache: tuple[tuple[object, ...], Share] | None = None
+        self._fleet_cache: tuple[tuple[int, str], FleetView] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -159,8 +161,7 @@ class Balance:
         key = (self._version, me, settle_after_ms, self._last_take_ms)
         if self._share_cache is not None and self._share_cache[0] == key:
             return self._share_cache[1]
-        share = share_of(
-            self._view(),
+        share = self._fleet(me).share(
             me,
             max_hand_offs=ctx.config.balance_handoffs_per_pass,
             settle_after_ms=settle_after_ms,
@@ -176,6 +177,14 @@ class Balance:
         if self._view_cache is None or self._view_cache[0] != self._version:
             self._view_cache = (self._version, self._counted_off())
         return self._view_cache[1]
+
+    def _fleet(self, me: Load) -> FleetView:
+        """The view as domain/balance_view.py keeps it for this worker's asks: share_of's
+        answers, the fleet walked once per view rather than once per ask."""
+        key = (self._version, me.session_id)
+        if self._fleet_cache is None or self._fleet_cache[0] != key:
+            self._fleet_cache = (key, FleetView(self._view(), me.session_id))
+        return self._fleet_cache[1]
 
     def _counted_off(self) -> list[Load]:
         loads: list[Load] = []
@@ -237,9 +246,9 @@ class Balance:
         # A batch of hints (not `found`) is not all that is left: the dead's report less what
         # the view shows taken is, unless the dead reported nothing left (their reports lag).
         counted = max(unplaced, reported) if found or reported <= 0 else reported
-        share = share_of(
-            self._view(),
-            self._me(),
+        me = self._me()
+        share = self._fleet(me).share(
+            me,
             max_hand_offs=0,
             last_take_ms=self._last_take_ms,
             unplaced=counted,
