@@ -131,15 +131,18 @@ class Balance:
         )
 
     def observe(self, sessions: Sequence[WorkerSession], now_ms: int) -> None:
-        before = {load.session_id: load for load in self._view()}
-        self._loads = loads_of(sessions, now_ms)
-        reported = {load.session_id: load.reported_at_ms for load in self._loads}
-        self._taken_from = {
-            sid: later
-            for sid, takes in self._taken_from.items()
-            if sid in reported and (later := [t for t in takes if t > reported[sid]])
-        }
         dead = [s for s in sessions if not s.is_live(now_ms)]
+        # The last view, only to tell who just died (each walk of the fleet here is made by
+        # every worker at every look: made only when needed).
+        before = {load.session_id: load for load in self._view()} if dead else {}
+        self._loads = loads_of(sessions, now_ms)
+        if self._taken_from:
+            reported = {load.session_id: load.reported_at_ms for load in self._loads}
+            self._taken_from = {
+                sid: later
+                for sid, takes in self._taken_from.items()
+                if sid in reported and (later := [t for t in takes if t > reported[sid]])
+            }
         self._died_at = {s.session_id: died_at_ms(s) for s in dead}
         self._dead_held = {s.session_id: s.held for s in dead}
         self._seen_at = self._ctx.clock.monotonic()
@@ -187,6 +190,8 @@ class Balance:
         return self._fleet_cache[1]
 
     def _counted_off(self) -> list[Load]:
+        if not self._taken_from:
+            return self._loads  # nothing to count off (read only, as every view)
         loads: list[Load] = []
         for load in self._loads:
             taken = sum(
