@@ -10,11 +10,11 @@ import time
 
 import attrs
 
-from adapters.memory.clock import FakeClock
 from application.config import WorkerConfig
 from application.errors import StoreUnavailable
 from application.ports import ConnectionStore
 from bench.sim.adapters import LeanSink, SimQueue, SimUpstream
+from bench.sim.clock import SimClock
 from bench.sim.dynamodb import DynamoDbModel, ModelledStore
 from bench.sim.store import IndexedMemoryStore
 from entrypoints.settings import load_settings
@@ -40,7 +40,7 @@ class SimFleet:
     def __init__(self, size: SimSize, config: WorkerConfig | None = None) -> None:
         self.size = size
         self.config = config or WorkerConfig(max_connections=size.capacity)
-        self.clock = FakeClock()
+        self.clock = SimClock()
         self.rng = random.Random(size.seed)
         self.store = IndexedMemoryStore()
         self.model = DynamoDbModel(self.store, self.clock, random.Random(size.seed + 1))

@@ -170,7 +170,7 @@ async def run_scenario(
 ) -> dict[str, Any]:
     if name not in RUNS:
         raise ValueError(f"unknown scenario {name!r}; allowed: {', '.join(SCENARIOS)}")
-    wall = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     sim = SimFleet(size)
     try:
         pickup_s = await bring_up(sim, settle_s, INITIAL.get(name, _all)(size.workers))
@@ -188,6 +188,11 @@ async def run_scenario(
         initial_pickup_s=round(pickup_s, 2),
         wall_s=round(time.perf_counter() - wall, 1),
         peak_rss_mib=round(peak_rss_mib()),
+        cpu_s=round(time.process_time() - cpu, 1),
+        # The clock's steps (bench/sim/clock.py): rounds of the event loop run, and steps
+        # that still had work ready after MAX_ROUNDS (0: every step ran all there was).
+        loop_rounds=sim.clock.rounds,
+        steps_capped=sim.clock.capped,
     )
     log.info("%s", figures)
     return figures
