@@ -28,12 +28,12 @@ class _Group:
 
     __slots__ = ("capacity", "high", "low", "members", "n", "order")
 
-    def __init__(self, capacity: int, members: list[Load]) -> None:
+    def __init__(self, capacity: int, members: list[Load], helds: list[int]) -> None:
         self.capacity = capacity
         self.members = members
         self.n = len(members)
-        self.low = min(x.held for x in members)
-        self.high = max(x.held for x in members)
+        self.low = min(helds)
+        self.high = max(helds)
         self.order: list[tuple[int, str]] | None = None
 
     def ahead_of(self, me: Load) -> int:
@@ -46,23 +46,28 @@ class _Group:
 
 class FleetView:
     """The loads of one view, seen by the worker `me_id`: `share` is
-    `share_of(loads, me, ...)` for any `me` of that session id."""
+    `share_of(loads, me, ...)` for any `me` of that session id. The loads name each session
+    once, as a store's listing does (share_of keys its levels and targets by session id)."""
 
     def __init__(self, loads: Sequence[Load], me_id: str) -> None:
         self._loads = loads
         self.me_id = me_id
         others = [x for x in loads if x.session_id != me_id]
-        # share_of keys its levels and targets by session id: a view naming one twice (never
-        # a store's) is left to it.
-        self._exact = len({x.session_id for x in others}) == len(others)
-        by_capacity: dict[int, list[Load]] = {}
-        for x in others:
-            by_capacity.setdefault(x.capacity, []).append(x)
-        self._groups = [_Group(cap, xs) for cap, xs in sorted(by_capacity.items())]
-        self._held = sum(x.held for x in others)
-        self._capacity = sum(x.capacity for x in others)
+        helds = [x.held for x in others]
+        capacities = [x.capacity for x in others]
+        if len(set(capacities)) <= 1:  # a fleet's workers mostly share one: no grouping
+            self._groups = [_Group(capacities[0], others, helds)] if others else []
+        else:
+            by_capacity: dict[int, tuple[list[Load], list[int]]] = {}
+            for x in others:
+                members, held = by_capacity.setdefault(x.capacity, ([], []))
+                members.append(x)
+                held.append(x.held)
+            self._groups = [_Group(cap, *group) for cap, group in sorted(by_capacity.items())]
+        self._held = sum(helds)
+        self._capacity = sum(capacities)
         self._n = len(others)
-        self._reported = min((x.reported_at_ms for x in others), default=None)
+        self._reported = min([x.reported_at_ms for x in others], default=None)
 
     def share(
         self,
@@ -75,7 +80,7 @@ class FleetView:
         by_load: bool = False,
     ) -> Share:
         """`share_of(loads, me, ...)` (see there)."""
-        if by_load or not self._exact or me.session_id != self.me_id:
+        if by_load or me.session_id != self.me_id:
             return share_of(
                 self._loads,
                 me,
