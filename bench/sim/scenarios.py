@@ -149,6 +149,33 @@ async def recover(sim: SimFleet, window: Window) -> None:
     await sim.clock.advance(10.0, step_s=0.05)  # what the recovery itself still costs
 
 
+PROGRESS_EVERY_S = 10.0
+
+
+async def _progress(sim: SimFleet, name: str) -> None:
+    """A line every PROGRESS_EVERY_S virtual seconds at INFO: a long run says where it is."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    while True:
+        await sim.clock.sleep(PROGRESS_EVERY_S)
+        held = [len(sim.fleet.streamed_by(n)) for n in sim.live] or [0]
+        log.info(
+            "%s %dx%d at %.0f virtual s: %d workers live, %d not streaming, %d moves so far, "
+            "%d-%d a worker; wall %.0f s, CPU %.0f s, RSS %.0f MiB",
+            name,
+            sim.size.workers,
+            sim.size.connections,
+            sim.clock.monotonic(),
+            len(sim.live),
+            sim.unowned(),
+            len(sim.upstream.gaps),
+            min(held),
+            max(held),
+            time.perf_counter() - wall,
+            time.process_time() - cpu,
+            peak_rss_mib(),
+        )
+
+
 RUNS: dict[str, Callable[[SimFleet, Window, float], Awaitable[None]]] = {
     "steady": steady,
     "az-loss": az_loss,
@@ -172,12 +199,14 @@ async def run_scenario(
         raise ValueError(f"unknown scenario {name!r}; allowed: {', '.join(SCENARIOS)}")
     wall, cpu = time.perf_counter(), time.process_time()
     sim = SimFleet(size)
+    progress = asyncio.create_task(_progress(sim, name), name="sim-progress")
     try:
         pickup_s = await bring_up(sim, settle_s, INITIAL.get(name, _all)(size.workers))
         window = Window.open(sim)
         await RUNS[name](sim, window, window_s)
         figures = measure(sim, window)
     finally:
+        progress.cancel()
         await sim.close()
     figures.update(
         scenario=name,
