@@ -37,13 +37,14 @@ RECOVER_TIMEOUT_S = 300.0
 REPORT_AFTER_S = 1.0
 
 
-async def bring_up(sim: SimFleet, settle_s: float, workers: int) -> float:
-    """Start `workers` workers, then every connection; returns virtual seconds until all
-    stream."""
+async def bring_up(sim: SimFleet, settle_s: float, workers: int, placed: bool = True) -> float:
+    """Start `workers` workers, then every connection, each worker taking its share at once
+    (`placed`, SimFleet.start_placed) or through the router's hints (SimFleet.start_all);
+    returns virtual seconds until all stream."""
     sim.add_workers(workers)
     await sim.clock.advance(2.0, step_s=0.05)  # every session opened and renewed once
     began = sim.clock.monotonic()
-    await sim.start_all()
+    await (sim.start_placed() if placed else sim.start_all())
     took = await sim.run_until_streaming(RECOVER_TIMEOUT_S)
     await sim.clock.advance(settle_s, step_s=0.05)
     log.info(
@@ -193,15 +194,22 @@ def _all(workers: int) -> int:
 
 
 async def run_scenario(
-    name: str, size: SimSize, *, settle_s: float = 30.0, window_s: float = 60.0
+    name: str,
+    size: SimSize,
+    *,
+    settle_s: float = 30.0,
+    window_s: float = 60.0,
+    placed: bool = True,
 ) -> dict[str, Any]:
+    """`placed`: the bring-up hands each worker its share (see bring_up); False: every
+    connection STARTed through the router and picked up from its hint."""
     if name not in RUNS:
         raise ValueError(f"unknown scenario {name!r}; allowed: {', '.join(SCENARIOS)}")
     wall, cpu = time.perf_counter(), time.process_time()
     sim = SimFleet(size)
     progress = asyncio.create_task(_progress(sim, name), name="sim-progress")
     try:
-        pickup_s = await bring_up(sim, settle_s, INITIAL.get(name, _all)(size.workers))
+        pickup_s = await bring_up(sim, settle_s, INITIAL.get(name, _all)(size.workers), placed)
         window = Window.open(sim)
         await RUNS[name](sim, window, window_s)
         figures = measure(sim, window)
@@ -215,6 +223,7 @@ async def run_scenario(
         rate_per_s=size.rate_per_s,
         seed=size.seed,
         initial_pickup_s=round(pickup_s, 2),
+        bring_up="placed" if placed else "router",
         wall_s=round(time.perf_counter() - wall, 1),
         peak_rss_mib=round(peak_rss_mib()),
         cpu_s=round(time.process_time() - cpu, 1),
