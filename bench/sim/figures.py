@@ -78,6 +78,7 @@ class Window:
                 1 for _, _, opened in sim.upstream.gaps if opened >= now - SETTLED_S
             ),
             "not_streaming": sim.unowned(),
+            "moves_before": len(sim.upstream.gaps),
             "held_min": min(held),
             "held_max": max(held),
         }
