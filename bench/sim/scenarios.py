@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from application.deaths import WorkerDeaths
+from bench.sim.collector import Collector
 from bench.sim.dynamodb import ModelledStore
 from bench.sim.figures import Window, measure
 from bench.sim.fleet import SimFleet, SimSize, peak_rss_mib
@@ -153,6 +154,17 @@ async def recover(sim: SimFleet, window: Window) -> None:
 PROGRESS_EVERY_S = 10.0
 
 
+FREEZE_EVERY_S = 1.0
+
+
+async def _freeze(sim: SimFleet) -> None:
+    """What is alive out of the collector's sight, every FREEZE_EVERY_S virtual seconds
+    (bench/sim/collector.py)."""
+    while True:
+        await sim.clock.sleep(FREEZE_EVERY_S)
+        Collector.freeze()
+
+
 async def _progress(sim: SimFleet, name: str) -> None:
     """A line every PROGRESS_EVERY_S virtual seconds at INFO: a long run says where it is."""
     wall, cpu = time.perf_counter(), time.process_time()
@@ -207,7 +219,9 @@ async def run_scenario(
         raise ValueError(f"unknown scenario {name!r}; allowed: {', '.join(SCENARIOS)}")
     wall, cpu = time.perf_counter(), time.process_time()
     sim = SimFleet(size)
+    collector = Collector().__enter__()
     progress = asyncio.create_task(_progress(sim, name), name="sim-progress")
+    freezing = asyncio.create_task(_freeze(sim), name="sim-gc-freeze")
     try:
         pickup_s = await bring_up(sim, settle_s, INITIAL.get(name, _all)(size.workers), placed)
         window = Window.open(sim)
@@ -215,7 +229,9 @@ async def run_scenario(
         figures = measure(sim, window)
     finally:
         progress.cancel()
+        freezing.cancel()
         await sim.close()
+        collector.__exit__()
     figures.update(
         scenario=name,
         workers=size.workers,
@@ -231,6 +247,8 @@ async def run_scenario(
         # that still had work ready after MAX_ROUNDS (0: every step ran all there was).
         loop_rounds=sim.clock.rounds,
         steps_capped=sim.clock.capped,
+        gc_s=round(collector.seconds, 1),
+        gc_collections=collector.collections,
     )
     log.info("%s", figures)
     return figures
