@@ -158,11 +158,11 @@ FREEZE_EVERY_S = 1.0
 
 
 async def _freeze(sim: SimFleet) -> None:
-    """What is alive out of the collector's sight, every FREEZE_EVERY_S virtual seconds
-    (bench/sim/collector.py)."""
+    """The young generations collected and what survives them frozen, every FREEZE_EVERY_S
+    virtual seconds (bench/sim/collector.py)."""
     while True:
         await sim.clock.sleep(FREEZE_EVERY_S)
-        Collector.freeze()
+        Collector.sweep()
 
 
 async def _progress(sim: SimFleet, name: str) -> None:
