@@ -84,9 +84,12 @@ def cost(rate_per_s: float) -> float:
     return 1.0 + rate_per_s / MESSAGES_PER_CONNECTION
 
 
-@attrs.frozen
+@attrs.define
 class Load:
-    """One live worker's load, as the rule reads it."""
+    """One live worker's load, as the rule reads it. Never changed once made (a changed one is
+    made with attrs.evolve), yet not frozen: every worker makes one per live session at each
+    look at the fleet, and a frozen attrs instance takes three times as long to make (at 1,000
+    workers that was three quarters of the simulation's time: bench/RESULTS.md section 31)."""
 
     session_id: str
     held: int

@@ -35,7 +35,8 @@ import attrs
 from application.ports import HintOrigin
 from application.worker.context import WorkerContext
 from domain import WorkerSession
-from domain.balance import Load, Share, loads_of, share_of, take_order
+from domain.balance import Load, Share, loads_of, take_order
+from domain.balance_view import FleetView
 
 # By load: a connection that moved in is not handed off again for this many leases (the rate
 # it brings is counted by the next views, and a second move within them would be a reaction
@@ -135,6 +136,7 @@ class Balance:
         self._split: _Split | None = None
         self._view_cache: tuple[int, list[Load]] | None = None
         self._share_cache: tuple[tuple[object, ...], Share] | None = None
+        self._fleet_cache: tuple[tuple[int, str], FleetView] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -150,15 +152,18 @@ class Balance:
         )
 
     def observe(self, sessions: Sequence[WorkerSession], now_ms: int) -> None:
-        before = {load.session_id: load for load in self._view()}
-        self._loads = loads_of(sessions, now_ms)
-        reported = {load.session_id: load.reported_at_ms for load in self._loads}
-        self._taken_from = {
-            sid: later
-            for sid, takes in self._taken_from.items()
-            if sid in reported and (later := [t for t in takes if t > reported[sid]])
-        }
         dead = [s for s in sessions if not s.is_live(now_ms)]
+        # The last view, only to tell who just died (each walk of the fleet here is made by
+        # every worker at every look: made only when needed).
+        before = {load.session_id: load for load in self._view()} if dead else {}
+        self._loads = loads_of(sessions, now_ms)
+        if self._taken_from:
+            reported = {load.session_id: load.reported_at_ms for load in self._loads}
+            self._taken_from = {
+                sid: later
+                for sid, takes in self._taken_from.items()
+                if sid in reported and (later := [t for t in takes if t > reported[sid]])
+            }
         # A leaver is remembered past its end, while hints it sent may still come: they name
         # connections it released, not a dead session's (`open_to_all`).
         forget_ms = 2 * self._ctx.config.lease_ms
@@ -184,8 +189,7 @@ class Balance:
         key = (self._version, me, settle_after_ms, self._last_take_ms)
         if self._share_cache is not None and self._share_cache[0] == key:
             return self._share_cache[1]
-        share = share_of(
-            self._view(),
+        share = self._fleet(me).share(
             me,
             max_hand_offs=ctx.config.balance_handoffs_per_pass,
             settle_after_ms=settle_after_ms,
@@ -202,7 +206,17 @@ class Balance:
             self._view_cache = (self._version, self._counted_off())
         return self._view_cache[1]
 
+    def _fleet(self, me: Load) -> FleetView:
+        """The view as domain/balance_view.py keeps it for this worker's asks: share_of's
+        answers, the fleet walked once per view rather than once per ask."""
+        key = (self._version, me.session_id)
+        if self._fleet_cache is None or self._fleet_cache[0] != key:
+            self._fleet_cache = (key, FleetView(self._view(), me.session_id))
+        return self._fleet_cache[1]
+
     def _counted_off(self) -> list[Load]:
+        if not self._taken_from and not self._leaving:
+            return self._loads  # nothing to count off or leave out (read only, as every view)
         loads: list[Load] = []
         for load in self._loads:
             if load.session_id in self._leaving:
@@ -307,9 +321,9 @@ class Balance:
         # A batch of hints (not `found`) is not all that is left: the dead's report less what
         # the view shows taken is, unless the dead reported nothing left (their reports lag).
         counted = max(unplaced, reported) if found or reported <= 0 else reported
-        share = share_of(
-            self._view(),
-            self._me(),
+        me = self._me()
+        share = self._fleet(me).share(
+            me,
             max_hand_offs=0,
             last_take_ms=self._last_take_ms,
             unplaced=counted,

@@ -24,7 +24,9 @@ _SHOWN = (
     "store_requests_per_worker_s",
     "throttled_requests",
     "wall_s",
+    "cpu_s",
     "peak_rss_mib",
+    "at_fault",
 )
 
 

@@ -24,6 +24,10 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     return {"p50": at(0.5), "p99": at(0.99), "max": round(ordered[-1], 3), "n": len(ordered)}
 
 
+# The fleet counts as settled at the fault if nothing moved in this many virtual seconds before.
+SETTLED_S = 10.0
+
+
 @attrs.define
 class Window:
     sim: SimFleet
@@ -39,6 +43,9 @@ class Window:
     op_calls: Counter[str]
     op_s: dict[str, float]
     refusals: Counter[str]
+    # How settled the fleet was at the fault: moves in the last SETTLED_S before it, the
+    # connections not streaming then, and the fewest and most a live worker streamed.
+    before: dict[str, int] = attrs.Factory(dict)
     notes: list[str] = attrs.Factory(list)
     unowned: list[tuple[float, int]] = attrs.Factory(list)  # (s since t0, unowned)
     sampler: "asyncio.Task[None] | None" = None
@@ -64,6 +71,17 @@ class Window:
             op_s=dict(model.op_s),
             refusals=Counter(model.acquire_refusals),
         )
+        now = sim.clock.monotonic()
+        held = [len(sim.fleet.streamed_by(name)) for name in sim.live] or [0]
+        window.before = {
+            f"moves_in_last_{SETTLED_S:.0f}_s": sum(
+                1 for _, _, opened in sim.upstream.gaps if opened >= now - SETTLED_S
+            ),
+            "not_streaming": sim.unowned(),
+            "moves_before": len(sim.upstream.gaps),
+            "held_min": min(held),
+            "held_max": max(held),
+        }
         window.sampler = asyncio.create_task(window._sample(), name="sim-unowned-sampler")
         return window
 
@@ -130,6 +148,7 @@ def measure(sim: SimFleet, window: Window) -> dict[str, Any]:
     ]
     return {
         "notes": window.notes,
+        "at_fault": window.before,
         "window_s": round(duration, 1),
         "workers_live": live,
         "streaming_again_s": percentiles(list(last_back.values())),

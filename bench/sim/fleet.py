@@ -10,11 +10,11 @@ import time
 
 import attrs
 
-from adapters.memory.clock import FakeClock
 from application.config import WorkerConfig
 from application.errors import StoreUnavailable
 from application.ports import ConnectionStore
 from bench.sim.adapters import LeanSink, SimQueue, SimUpstream
+from bench.sim.clock import SimClock
 from bench.sim.dynamodb import DynamoDbModel, ModelledStore
 from bench.sim.store import IndexedMemoryStore
 from entrypoints.settings import load_settings
@@ -40,7 +40,7 @@ class SimFleet:
     def __init__(self, size: SimSize, config: WorkerConfig | None = None) -> None:
         self.size = size
         self.config = config or WorkerConfig(max_connections=size.capacity)
-        self.clock = FakeClock()
+        self.clock = SimClock()
         self.rng = random.Random(size.seed)
         self.store = IndexedMemoryStore()
         self.model = DynamoDbModel(self.store, self.clock, random.Random(size.seed + 1))
@@ -90,6 +90,61 @@ class SimFleet:
         finally:
             task.cancel()
         await task
+
+    async def start_placed(self, at_once: int = 500) -> None:
+        """START every connection in the store as the router does, without its hint, and have
+        a live worker drawn at random (the size's seed) take it at once, by capacity as a scan
+        takes a dead worker's connections past the placement grace. Each take follows its
+        START within the heartbeat in which the workers' scans leave a new connection to its
+        hint (loops.py `_left_to_its_hint`). Drawn at random, the workers hold their shares
+        give or take its square root, as a fleet started through the router holds them once
+        balancing has brought each within its band; the settle's balancing moves the few
+        outside it (a few hundred of 10,000 at 100 workers), not the whole start-up's churn.
+
+        Through the router at 1,000 workers the STARTs' hints land on whoever polls first,
+        the fleet then balances for a minute (16,664 moves in the first 20 virtual s), and
+        every declining worker looks at the whole fleet four times a second: 282 s of CPU
+        for those 20 virtual s (bench/RESULTS.md section 31). The faults are measured from a
+        settled fleet either way (`at_fault`)."""
+        store = ModelledStore(self.model, "router")
+        names = self.live
+        owners = [self.rng.randrange(len(names)) for _ in range(self.size.connections)]
+
+        async def starts() -> None:
+            for i in range(0, self.size.connections, at_once):
+                batch = range(i, min(i + at_once, self.size.connections))
+                await asyncio.gather(
+                    *(self._start_placed(store, j, names[owners[j]]) for j in batch)
+                )
+
+        task = asyncio.create_task(starts(), name="sim-starts")
+        try:
+            await self.clock.run_until(task.done, 3600, step_s=0.05)
+        finally:
+            task.cancel()
+        await task
+
+    async def _start_placed(self, store: ConnectionStore, j: int, owner: str) -> None:
+        connection_id = f"c{j:06d}"
+        url = f"ws://upstream.test/stream/{connection_id}"
+        self.upstream.stream(url)  # the live stream exists (and advances) from now on
+        for attempt in range(1, 30):
+            try:
+                await store.start(connection_id, url, self.clock.now_ms())
+                break
+            except StoreUnavailable:
+                await self.clock.sleep(min(2.0, 0.05 * 2**attempt))
+        else:
+            await store.start(connection_id, url, self.clock.now_ms())
+        sessions = self.fleet.members[owner].worker.sessions
+        for _ in range(100):
+            try:
+                if not await sessions.take_each([(connection_id, True)]):
+                    return  # taken, or lost to another worker (its hint is on no one's way)
+            except StoreUnavailable:
+                if connection_id in sessions:
+                    return
+            await self.clock.sleep(0.1)  # no trusted session yet, or throttled
 
     async def _start(self, connection_id: str) -> None:
         """One START, retried as an API client retries a throttled call (the model throttles

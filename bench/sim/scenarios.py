@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from application.deaths import WorkerDeaths
+from bench.sim.collector import Collector
 from bench.sim.dynamodb import ModelledStore
 from bench.sim.figures import Window, measure
 from bench.sim.fleet import SimFleet, SimSize, peak_rss_mib
@@ -37,13 +38,14 @@ RECOVER_TIMEOUT_S = 300.0
 REPORT_AFTER_S = 1.0
 
 
-async def bring_up(sim: SimFleet, settle_s: float, workers: int) -> float:
-    """Start `workers` workers, then every connection; returns virtual seconds until all
-    stream."""
+async def bring_up(sim: SimFleet, settle_s: float, workers: int, placed: bool = True) -> float:
+    """Start `workers` workers, then every connection, each worker taking its share at once
+    (`placed`, SimFleet.start_placed) or through the router's hints (SimFleet.start_all);
+    returns virtual seconds until all stream."""
     sim.add_workers(workers)
     await sim.clock.advance(2.0, step_s=0.05)  # every session opened and renewed once
     began = sim.clock.monotonic()
-    await sim.start_all()
+    await (sim.start_placed() if placed else sim.start_all())
     took = await sim.run_until_streaming(RECOVER_TIMEOUT_S)
     await sim.clock.advance(settle_s, step_s=0.05)
     log.info(
@@ -149,6 +151,44 @@ async def recover(sim: SimFleet, window: Window) -> None:
     await sim.clock.advance(10.0, step_s=0.05)  # what the recovery itself still costs
 
 
+PROGRESS_EVERY_S = 10.0
+
+
+FREEZE_EVERY_S = 1.0
+
+
+async def _freeze(sim: SimFleet) -> None:
+    """The young generations collected and what survives them frozen, every FREEZE_EVERY_S
+    virtual seconds (bench/sim/collector.py)."""
+    while True:
+        await sim.clock.sleep(FREEZE_EVERY_S)
+        Collector.sweep()
+
+
+async def _progress(sim: SimFleet, name: str) -> None:
+    """A line every PROGRESS_EVERY_S virtual seconds at INFO: a long run says where it is."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    while True:
+        await sim.clock.sleep(PROGRESS_EVERY_S)
+        held = [len(sim.fleet.streamed_by(n)) for n in sim.live] or [0]
+        log.info(
+            "%s %dx%d at %.0f virtual s: %d workers live, %d not streaming, %d moves so far, "
+            "%d-%d a worker; wall %.0f s, CPU %.0f s, RSS %.0f MiB",
+            name,
+            sim.size.workers,
+            sim.size.connections,
+            sim.clock.monotonic(),
+            len(sim.live),
+            sim.unowned(),
+            len(sim.upstream.gaps),
+            min(held),
+            max(held),
+            time.perf_counter() - wall,
+            time.process_time() - cpu,
+            peak_rss_mib(),
+        )
+
+
 RUNS: dict[str, Callable[[SimFleet, Window, float], Awaitable[None]]] = {
     "steady": steady,
     "az-loss": az_loss,
@@ -166,19 +206,32 @@ def _all(workers: int) -> int:
 
 
 async def run_scenario(
-    name: str, size: SimSize, *, settle_s: float = 30.0, window_s: float = 60.0
+    name: str,
+    size: SimSize,
+    *,
+    settle_s: float = 30.0,
+    window_s: float = 60.0,
+    placed: bool = True,
 ) -> dict[str, Any]:
+    """`placed`: the bring-up hands each worker its share (see bring_up); False: every
+    connection STARTed through the router and picked up from its hint."""
     if name not in RUNS:
         raise ValueError(f"unknown scenario {name!r}; allowed: {', '.join(SCENARIOS)}")
-    wall = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     sim = SimFleet(size)
+    collector = Collector().__enter__()
+    progress = asyncio.create_task(_progress(sim, name), name="sim-progress")
+    freezing = asyncio.create_task(_freeze(sim), name="sim-gc-freeze")
     try:
-        pickup_s = await bring_up(sim, settle_s, INITIAL.get(name, _all)(size.workers))
+        pickup_s = await bring_up(sim, settle_s, INITIAL.get(name, _all)(size.workers), placed)
         window = Window.open(sim)
         await RUNS[name](sim, window, window_s)
         figures = measure(sim, window)
     finally:
+        progress.cancel()
+        freezing.cancel()
         await sim.close()
+        collector.__exit__()
     figures.update(
         scenario=name,
         workers=size.workers,
@@ -186,8 +239,16 @@ async def run_scenario(
         rate_per_s=size.rate_per_s,
         seed=size.seed,
         initial_pickup_s=round(pickup_s, 2),
+        bring_up="placed" if placed else "router",
         wall_s=round(time.perf_counter() - wall, 1),
         peak_rss_mib=round(peak_rss_mib()),
+        cpu_s=round(time.process_time() - cpu, 1),
+        # The clock's steps (bench/sim/clock.py): rounds of the event loop run, and steps
+        # that still had work ready after MAX_ROUNDS (0: every step ran all there was).
+        loop_rounds=sim.clock.rounds,
+        steps_capped=sim.clock.capped,
+        gc_s=round(collector.seconds, 1),
+        gc_collections=collector.collections,
     )
     log.info("%s", figures)
     return figures

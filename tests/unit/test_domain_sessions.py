@@ -310,3 +310,10 @@ def test_decide_refuses_a_state_of_another_session_and_an_unknown_command() -> N
         decide_session(opened("s1"), EndSession("s2", "x"), T0)
     with pytest.raises(InvalidCommand, match=r"^unknown session command Hibernate$"):
         decide_session(opened("s1"), Hibernate("s1"), T0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("ended_reason", [None, "shutdown"])
+@pytest.mark.parametrize("now_ms", [EXPIRY - 1, EXPIRY, EXPIRY + 1])
+def test_is_live_is_the_status_live(ended_reason: str | None, now_ms: int) -> None:
+    session = WorkerSession("w#1", 1, EXPIRY, ended_reason=ended_reason)
+    assert session.is_live(now_ms) is (session.status(now_ms) is SessionStatus.LIVE)
