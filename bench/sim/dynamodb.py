@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import attrs
 
+from adapters.dynamodb.connection_queries import BATCH_GET_KEYS, DEAD_READS_AT_ONCE
 from adapters.dynamodb.schema import DEFAULT_ORPHAN_SHARDS, all_orphan_shards, orphan_shard
 from application.errors import StoreUnavailable
 from application.ports import Clock, ConnectionStore
@@ -433,24 +434,31 @@ class DynamoDbModel:
         return [writes]
 
     def orphan_stages(self, now_ms: int, page_size: int) -> list[Stage]:
-        """The sessions Scan; per dead session that owns any, a Query of the owner index and
-        BatchGetItems of what it lists (one after another); the shard Queries side by side."""
+        """The sessions Scan; the dead sessions that own any, DEAD_READS_AT_ONCE at a time: their
+        owner-index Queries side by side, then the BatchGetItems of what they list, as many at
+        once; the shard Queries side by side (adapters/dynamodb/connection_queries.py)."""
         stages = [self.scan_stage()]
         unowned, _ = self.inner.orphan_candidates(now_ms)
+        dead: list[tuple[str, list[str]]] = []
         for sid, owned in self.inner.by_owner.items():
             if not owned:
                 continue
             session = self.inner._sessions.get(sid)
             if session is not None and session.is_live(now_ms):
                 continue
-            stages.append([self.owner_query(sid, len(owned))])
-            ids = list(owned)
-            for i in range(0, len(ids), min(page_size, 100)):
-                batch = ids[i : i + min(page_size, 100)]
-                read = _read_units(CONNECTION_ITEM_B)
-                stages.append(
-                    [Request("BatchGetItem", CONN, batch[0], rcu=read, more=tuple(batch[1:]))]
-                )
+            dead.append((sid, list(owned)))
+        at_once = DEAD_READS_AT_ONCE
+        read = _read_units(CONNECTION_ITEM_B)
+        for first in range(0, len(dead), at_once):
+            group = dead[first : first + at_once]
+            stages.append([self.owner_query(sid, len(owned)) for sid, owned in group])
+            ids = [cid for _, owned in group for cid in owned]
+            step = min(page_size, BATCH_GET_KEYS)
+            gets = [
+                Request("BatchGetItem", CONN, ids[i], rcu=read, more=tuple(ids[i + 1 : i + step]))
+                for i in range(0, len(ids), step)
+            ]
+            stages += [gets[i : i + at_once] for i in range(0, len(gets), at_once)]
         stages.append(self.shard_queries(unowned))
         return stages
 

@@ -941,6 +941,23 @@ async def test_orphans_of_both_kinds_are_paged_until_all_are_returned(
         assert conn == await store.get(conn.connection_id)  # whole connections, as stored
 
 
+async def test_orphans_of_many_dead_sessions_come_each_once(store: ConnectionStore) -> None:
+    """GIVEN 20 dead sessions (more than a store may read side by side) holding three
+    connections each, and a live one WHEN listed in pages smaller and larger than a session's
+    THEN each dead session's connections come exactly once, the live one's never."""
+    dead = {f"gone-{s:02d}-{c}": f"dying-{s:02d}" for s in range(20) for c in range(3)}
+    for cid, owner in dead.items():
+        await leased(store, cid, owner, T - LEASE)
+    await leased(store, "held", "live")
+
+    for page_size in (2, 50):
+        pages = [page async for page in store.iter_orphans(T + 1, page_size)]
+
+        assert all(1 <= len(page) <= page_size for page in pages)
+        listed = [conn.connection_id for page in pages for conn in page]
+        assert sorted(listed) == sorted(dead)
+
+
 async def test_orphans_come_in_pages_of_one_whatever_their_ids_sort_like(
     store: ConnectionStore,
 ) -> None:
