@@ -35,7 +35,7 @@ import heapq
 import math
 import zlib
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import attrs
 
@@ -351,6 +351,19 @@ def pick_hand_offs(costs: Sequence[tuple[str, float]], share: Share, count: int)
 def _spread(connection_id: str) -> int:
     """A hash every worker computes alike (Python's own `hash` of a str differs per process)."""
     return zlib.crc32(connection_id.encode())
+
+
+def tended_by(dead: Iterable[str], live: Collection[str]) -> dict[str, str]:
+    """The one session of `live` that sees to each `dead` session's leftovers (its expiry's
+    record, its STOPPED connections, its item once nothing names it); none while none lives.
+    A hash of the dead id picks a slot of the sorted live sessions, as `take_order` does, so
+    workers that read the same sessions agree and the dead spread over the living. Every
+    survivor seeing to every dead session was an AZ loss's workers x deaths reads a scan: at
+    1,000 workers, half of each survivor's requests (bench/RESULTS.md section 33)."""
+    ring = sorted(live)
+    if not ring:
+        return {}
+    return {sid: ring[_spread(sid) % len(ring)] for sid in dead}
 
 
 def take_order(connection_ids: Sequence[str], me: str, live: Collection[str]) -> list[str]:

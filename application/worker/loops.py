@@ -32,6 +32,7 @@ from domain import (
     SessionStatus,
     WorkerSession,
 )
+from domain.balance import tended_by
 
 log = logging.getLogger(__name__)
 
@@ -243,8 +244,9 @@ async def reconcile(
             due = ctx.clock.monotonic() >= full_due or now >= backoff_ends_at
             if dead - seen_dead or due or (starved and sessions.free > 0):
                 starved, withheld = await _take_orphans(ctx, sessions, now)
-                await _note_expiries(ctx, listed, now, keeper.session_id)
-                await _forget_dead_sessions(ctx, listed, now)
+                tended = _tended(listed, now, keeper.session_id)
+                await _note_expiries(ctx, tended, now, keeper.session_id)
+                await _forget_dead_sessions(ctx, tended, now)
                 # From the scan's own `now`: a back-off that ended while the orphans were
                 # being taken was not in the scan, and asking from later would skip it too.
                 next_at = await ctx.store.next_available_at(now)
@@ -300,21 +302,28 @@ def _rebalance(ctx: WorkerContext, sessions: Sessions, keeper: SessionKeeper) ->
 FORGET_GRACE_MS = 60_000
 
 
+def _tended(listed: Sequence[WorkerSession], now_ms: int, me: str) -> list[WorkerSession]:
+    """The dead sessions of the listing this worker sees to (domain/balance.py `tended_by`):
+    one survivor each, so an AZ loss's leftovers cost each survivor its few, not every one.
+    Should two views disagree, two see to one (every step below is idempotent) or none does
+    until the next scan."""
+    live = [s.session_id for s in listed if s.is_live(now_ms)]
+    dead = [s for s in listed if not s.is_live(now_ms)]
+    tenders = tended_by((s.session_id for s in dead), live)
+    return [s for s in dead if tenders.get(s.session_id) == me]
+
+
 async def _note_expiries(
-    ctx: WorkerContext, listed: Sequence[WorkerSession], now_ms: int, finder: str
+    ctx: WorkerContext, tended: Sequence[WorkerSession], now_ms: int, finder: str
 ) -> None:
     """Record in each expired session's history that it expired and that this worker found it
     (an ended one says so itself). After the takeovers, not before: the record writes the
     session's item, which every takeover of its connections checks, and a takeover is what
-    must not wait. One survivor asks: the live session first by id in the listing, which
-    every survivor reads alike (should two ask, or that one die first, the store keeps the
-    first record, and the next survivor's scan asks again). Side by side: an AZ's worth of
-    deaths costs the loop one round trip, not one per death."""
-    live = sorted(s.session_id for s in listed if s.is_live(now_ms))
-    if not live or live[0] != finder:
-        return
+    must not wait. Only the sessions this worker tends (should two record, or the one die
+    first, the store keeps the first record, and the next survivor's scan asks again). Side
+    by side: an AZ's worth of deaths costs the loop one round trip, not one per death."""
     expired = [
-        s for s in listed if s.status(now_ms) is SessionStatus.EXPIRED and not s.expiry_noted
+        s for s in tended if s.status(now_ms) is SessionStatus.EXPIRED and not s.expiry_noted
     ]
     noted = await gather_all(
         *(ctx.store.note_expiry(s.session_id, finder, now_ms) for s in expired)
@@ -330,24 +339,22 @@ async def _note_expiries(
 
 
 async def _forget_dead_sessions(
-    ctx: WorkerContext, listed: Sequence[WorkerSession], now_ms: int
+    ctx: WorkerContext, tended: Sequence[WorkerSession], now_ms: int
 ) -> None:
     """A dead session's item is kept while a connection names it (that is how its
-    connections are found); after that (and a grace) it is deleted, by whichever worker sees
-    it first.
+    connections are found); after that (and a grace) it is deleted, by the survivor that
+    tends it (`_tended`).
 
     A connection STOPPED while its owner was dying is released on the dead owner's behalf
     (with its own token and checkpoint): nobody may acquire a STOPPED connection, so nothing
     else would ever clear it, and it would keep its owner's session item forever. Safe: the
     owner is dead for good, and a STOPPED connection is streamed by nobody.
 
-    The dead sessions are seen to side by side: one after another, a store round trip each,
-    the 33 of an AZ loss at 100 workers held up the survivor's next scan (1.65 s in the
-    simulation, whose clock moves in steps of 0.05 s), and the orphans its first scan had
+    The dead sessions it tends are seen to side by side: one after another, a store round
+    trip each, the 33 of an AZ loss at 100 workers held up the survivor's next scan (1.65 s in
+    the simulation, whose clock moves in steps of 0.05 s), and the orphans its first scan had
     left waited for it."""
-    await gather_all(
-        *(_forget_dead(ctx, session, now_ms) for session in listed if not session.is_live(now_ms))
-    )
+    await gather_all(*(_forget_dead(ctx, session, now_ms) for session in tended))
 
 
 async def _forget_dead(ctx: WorkerContext, session: WorkerSession, now_ms: int) -> None:

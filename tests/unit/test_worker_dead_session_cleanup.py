@@ -7,6 +7,7 @@ import attrs
 
 from application.worker.loops import FORGET_GRACE_MS
 from domain import NO_OWNER, DesiredState, SessionEnded, SessionExpired, SessionOpened
+from domain.balance import tended_by
 from tests.support.fleet import Fleet
 
 
@@ -57,9 +58,10 @@ async def test_a_dead_session_that_still_owns_a_wanted_connection_is_kept(fleet:
 async def test_a_crashed_sessions_expiry_is_recorded_once_by_a_survivor_before_it_is_forgotten(
     fleet: Fleet,
 ) -> None:
-    """GIVEN three workers WHEN one crashes THEN one survivor (the first live session by id)
-    records SessionExpired, its own session as the finder, right after the takeover scan, and
-    the record outlives the forgotten item; a session that ended on purpose gets no expiry."""
+    """GIVEN three workers WHEN one crashes THEN one survivor (the one that tends the dead
+    session) records SessionExpired, its own session as the finder, right after the takeover
+    scan, and the record outlives the forgotten item; a session that ended on purpose gets no
+    expiry."""
     a = fleet.add_worker("a")
     await fleet.start_streamed_by("a", "c1")
     b, c = fleet.add_worker("b"), fleet.add_worker("c")
@@ -73,8 +75,9 @@ async def test_a_crashed_sessions_expiry_is_recorded_once_by_a_survivor_before_i
     opened, expired = await fleet.store.session_history(dead)
     assert isinstance(opened, SessionOpened)
     assert isinstance(expired, SessionExpired)
-    # The one survivor that asks: the live session first by id, as both read the listing.
-    assert expired.found_by == min(b.worker.keeper.session_id, c.worker.keeper.session_id)
+    # The one survivor that asks: the one that tends it, as both read the listing.
+    live = [b.worker.keeper.session_id, c.worker.keeper.session_id]
+    assert expired.found_by == tended_by([dead], live)[dead]
     session = await fleet.store.get_session(dead)
     assert session is not None
     assert expired.expired_at_ms == session.expires_at_ms < expired.at_ms

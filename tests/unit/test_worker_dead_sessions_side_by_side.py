@@ -1,7 +1,8 @@
-"""After a scan that found several dead sessions, a survivor asks each of them for its STOPPED
-connections side by side, not one after another (6280185): one round trip per death held up
-the survivor's next scan at 100 workers by 33 of them. Counted without timing: a fake store
-holds each of those reads open a while and counts how many are open at once."""
+"""After a scan that found several dead sessions, each is asked for its STOPPED connections by
+the one survivor that tends it (domain/balance.py `tended_by`), and a survivor asks those it
+tends side by side, not one after another (6280185): one round trip per death held up the
+survivor's next scan at 100 workers by 33 of them. Counted without timing: a fake store holds
+each of those reads open a while and counts how many are open at once."""
 
 from collections.abc import Sequence
 
@@ -9,6 +10,7 @@ from adapters.faults.store import FaultInjectingStore
 from adapters.memory.clock import FakeClock
 from application.ports import ConnectionStore
 from application.worker.session_keeper import worker_of
+from domain.balance import tended_by
 from tests.support.fleet import Fleet
 
 HELD_S = 0.2  # how long each read of a dead session's STOPs stays open
@@ -39,9 +41,10 @@ class CountingStore(FaultInjectingStore):
             self.open -= 1
 
 
-async def test_a_survivor_asks_every_dead_session_for_its_stops_at_once() -> None:
-    """GIVEN five workers WHEN three of them crash at one instant THEN the survivor that
-    scans next reads the three dead sessions' STOPs with all three reads open together."""
+async def test_each_dead_session_is_asked_for_its_stops_by_the_survivor_that_tends_it() -> None:
+    """GIVEN seven workers WHEN five of them crash at one instant THEN each dead session's STOPs
+    are read by the survivor that tends it and by no other, and each survivor reads those it
+    tends with all of those reads open together."""
     clock = FakeClock()
     layers: dict[str, CountingStore] = {}
 
@@ -51,18 +54,29 @@ async def test_a_survivor_asks_every_dead_session_for_its_stops_at_once() -> Non
 
     fleet = Fleet(clock=clock, store_layer=counting)
     try:
-        members = {name: fleet.add_worker(name) for name in ("a", "b", "c", "d", "e")}
+        names = ("a", "b", "c", "d", "e", "f", "g")
+        members = {name: fleet.add_worker(name) for name in names}
         await clock.advance(1)
-        dead = {members[name].worker.keeper.session_id for name in ("a", "b", "c")}
-        for name in ("a", "b", "c"):
+        doomed, survivors = names[:5], names[5:]
+        session_of = {name: members[name].worker.keeper.session_id for name in names}
+        live = [session_of[name] for name in survivors]
+        tenders = tended_by((session_of[d] for d in doomed), live)
+        tends = {
+            name: {session_of[d] for d in doomed if tenders[session_of[d]] == session_of[name]}
+            for name in survivors
+        }
+        assert all(tends.values()), "each survivor tends some (else pick other names)"
+        for name in doomed:
             await fleet.crash(name)
 
-        def both_asked() -> bool:
-            return all(dead <= set(layers[name].asked) for name in ("d", "e"))
+        def all_asked() -> bool:
+            return all(tends[name] <= set(layers[name].asked) for name in survivors)
 
-        await clock.run_until(both_asked, 30)
+        await clock.run_until(all_asked, 30)
+        await clock.advance(1)
 
-        for name in ("d", "e"):
-            assert layers[name].most_open == len(dead), (name, layers[name].most_open)
+        for name in survivors:
+            assert set(layers[name].asked) == tends[name], name
+            assert layers[name].most_open == len(tends[name]), (name, layers[name].most_open)
     finally:
         await fleet.close()
