@@ -571,7 +571,8 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
     ),
     "reconcile_interval_s": (
         _SECONDS,
-        "Longest pause between orphan scans (they also run when the next lease can expire).",
+        "Mean pause between orphan scans, each drawn within +/-10 % so a fleet started together"
+        " does not scan in step (they also run when the next lease can expire).",
     ),
     "reconcile_jitter_s": (
         Number(integer=False, minimum=0),

@@ -5,10 +5,15 @@ the STOP index would stay forever)."""
 
 import attrs
 
-from application.worker.loops import FORGET_GRACE_MS
+from application.worker.loops import FORGET_GRACE_MS, RECONCILE_SPREAD
 from domain import NO_OWNER, DesiredState, SessionEnded, SessionExpired, SessionOpened
 from domain.balance import tended_by
 from tests.support.fleet import Fleet
+
+
+def longest_interval_s(fleet: Fleet) -> float:
+    """The longest pause between two full scans (each is drawn within the spread)."""
+    return fleet.config.reconcile_interval_s * (1 + RECONCILE_SPREAD)
 
 
 async def test_a_connection_stopped_while_its_owner_died_is_released_and_the_session_forgotten(
@@ -30,7 +35,7 @@ async def test_a_connection_stopped_while_its_owner_died_is_released_and_the_ses
     assert c1 is not None
     assert c1.owner == NO_OWNER, "released on the dead owner's behalf at once"
     assert await fleet.store.get_session(dead) is not None, "kept for the index's lag"
-    await fleet.clock.advance(FORGET_GRACE_MS / 1000 + fleet.config.reconcile_interval_s)
+    await fleet.clock.advance(FORGET_GRACE_MS / 1000 + longest_interval_s(fleet))
 
     c1 = await fleet.store.get("c1")
     assert c1 is not None
@@ -49,7 +54,7 @@ async def test_a_dead_session_that_still_owns_a_wanted_connection_is_kept(fleet:
     dead = a.worker.keeper.session_id
 
     await fleet.crash("a")
-    await fleet.clock.advance(FORGET_GRACE_MS / 1000 + fleet.config.reconcile_interval_s)
+    await fleet.clock.advance(FORGET_GRACE_MS / 1000 + longest_interval_s(fleet))
 
     assert (await fleet.store.get("c1")).owner == dead  # type: ignore[union-attr]
     assert await fleet.store.get_session(dead) is not None
@@ -83,7 +88,7 @@ async def test_a_crashed_sessions_expiry_is_recorded_once_by_a_survivor_before_i
     assert expired.expired_at_ms == session.expires_at_ms < expired.at_ms
     ended = b.worker.keeper.session_id
     await fleet.shutdown("b")
-    await fleet.clock.advance(FORGET_GRACE_MS / 1000 + fleet.config.reconcile_interval_s)
+    await fleet.clock.advance(FORGET_GRACE_MS / 1000 + longest_interval_s(fleet))
 
     assert await fleet.store.get_session(dead) is None, "forgotten, its log kept"
     assert [type(e) for e in await fleet.store.session_history(dead)] == [
