@@ -59,7 +59,7 @@ class FakeClock:
         """Move time forward in steps, letting every woken task run between steps."""
         end = self._now_ms + seconds * 1000
         while True:
-            await _settle()
+            await self._settle()
             # A step nobody sleeps through is skipped: time jumps to the next wake-up (or the
             # end). Nothing else moves virtual time, so no task can tell the difference.
             step_to = self._now_ms + step_s * 1000
@@ -70,9 +70,13 @@ class FakeClock:
                 _, _, future = heapq.heappop(self._sleepers)
                 if not future.done():
                     future.set_result(None)
-            await _settle()
+            await self._settle()
             if self._now_ms >= end:
                 return
+
+    async def _settle(self) -> None:
+        """Let the woken tasks run (a few rounds of the event loop; a subclass may run more)."""
+        await _settle()
 
     async def run_until(
         self, predicate: Callable[[], bool], timeout_s: float, step_s: float = 0.01

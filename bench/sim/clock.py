@@ -12,7 +12,6 @@ has nothing ready, up to `MAX_ROUNDS` (a task that only ever yields would otherw
 virtual time still)."""
 
 import asyncio
-import heapq
 
 from adapters.memory.clock import FakeClock
 
@@ -25,24 +24,8 @@ class SimClock(FakeClock):
         self.rounds = 0  # rounds of the loop run by the steps (a measure of the work)
         self.capped = 0  # steps that hit MAX_ROUNDS with work still ready
 
-    async def advance(self, seconds: float, step_s: float = 0.01) -> None:
-        """FakeClock.advance, settling until nothing is ready (see the module docstring)."""
-        end = self._now_ms + seconds * 1000
-        while True:
-            await self._settle()
-            step_to = self._now_ms + step_s * 1000
-            if self._sleepers:
-                step_to = max(step_to, self._sleepers[0][0])
-            self._now_ms = min(end, step_to)
-            while self._sleepers and self._sleepers[0][0] <= self._now_ms:
-                _, _, future = heapq.heappop(self._sleepers)
-                if not future.done():
-                    future.set_result(None)
-            await self._settle()
-            if self._now_ms >= end:
-                return
-
     async def _settle(self) -> None:
+        """Rounds of the loop until nothing is ready (see the module docstring)."""
         loop = asyncio.get_running_loop()
         for _ in range(MAX_ROUNDS):
             await asyncio.sleep(0)

@@ -7,6 +7,8 @@ import math
 import random
 import resource
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 import attrs
 
@@ -84,12 +86,7 @@ class SimFleet:
                 batch = range(i, min(i + at_once, self.size.connections))
                 await asyncio.gather(*(self._start(f"c{j:06d}") for j in batch))
 
-        task = asyncio.create_task(starts(), name="sim-starts")
-        try:
-            await self.clock.run_until(task.done, 3600, step_s=0.05)
-        finally:
-            task.cancel()
-        await task
+        await self._starting(starts())
 
     async def start_placed(self, at_once: int = 500) -> None:
         """START every connection in the store as the router does, without its hint, and have
@@ -117,7 +114,11 @@ class SimFleet:
                     *(self._start_placed(store, j, names[owners[j]]) for j in batch)
                 )
 
-        task = asyncio.create_task(starts(), name="sim-starts")
+        await self._starting(starts())
+
+    async def _starting(self, starts: Coroutine[Any, Any, None]) -> None:
+        """Run the STARTs to their end while virtual time moves (their store calls take some)."""
+        task = asyncio.create_task(starts, name="sim-starts")
         try:
             await self.clock.run_until(task.done, 3600, step_s=0.05)
         finally:
