@@ -11,6 +11,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+from adapters.dynamodb.schema import DEFAULT_ORPHAN_SHARDS
 from adapters.postgres.db import migrate_database
 from bench import machine
 from bench.backends import Backend, open_backend
@@ -306,7 +307,9 @@ async def run_suites(args: argparse.Namespace, out: Path, log_dir: Path) -> dict
             print(render_read_back(results["read_back"]), flush=True)
         elif suite == "scale":
             results["scale"] = await run_scale(
-                SimSize(args.workers, args.scale_connections, seed=args.seed),
+                SimSize(
+                    args.workers, args.scale_connections, seed=args.seed, shards=args.scale_shards
+                ),
                 args.scenario,
                 settle_s=args.scale_settle,
                 window_s=args.scale_window,
@@ -429,6 +432,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"scale: comma-separated of {','.join(SCALE_SCENARIOS)}",
     )
     p.add_argument("--seed", type=int, default=1, help="scale: the simulation's seed")
+    p.add_argument(
+        "--scale-shards",
+        type=int,
+        default=DEFAULT_ORPHAN_SHARDS,
+        help="scale: the orphan index's partitions (WSFLEET_ORPHAN_SHARDS)",
+    )
     p.add_argument("--scale-settle", type=float, default=40.0, help="scale: virtual s before")
     p.add_argument("--scale-window", type=float, default=60.0, help="scale: virtual s measured")
     p.add_argument("--json", type=Path, help="scale: its figures as JSON here too")

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from adapters.dynamodb.schema import DEFAULT_ORPHAN_SHARDS
 from application.config import WorkerConfig
 from application.errors import StoreUnavailable
 from application.ports import ConnectionStore
@@ -30,6 +31,7 @@ class SimSize:
     rate_per_s: float = 0.05  # messages per connection per second
     connect_s: float = 0.05  # the upstream's connect latency
     seed: int = 1
+    shards: int = DEFAULT_ORPHAN_SHARDS  # WSFLEET_ORPHAN_SHARDS: the orphan index's partitions
 
     @property
     def capacity(self) -> int:
@@ -45,7 +47,9 @@ class SimFleet:
         self.clock = SimClock()
         self.rng = random.Random(size.seed)
         self.store = IndexedMemoryStore()
-        self.model = DynamoDbModel(self.store, self.clock, random.Random(size.seed + 1))
+        self.model = DynamoDbModel(
+            self.store, self.clock, random.Random(size.seed + 1), shards=size.shards
+        )
         visibility = load_settings({}).hint_visibility_timeout_s
         self.queue = SimQueue(self.clock, visibility)
         self.sink = LeanSink()

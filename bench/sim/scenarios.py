@@ -238,6 +238,7 @@ async def run_scenario(
         connections=size.connections,
         rate_per_s=size.rate_per_s,
         seed=size.seed,
+        orphan_shards=size.shards,
         initial_pickup_s=round(pickup_s, 2),
         bring_up="placed" if placed else "router",
         wall_s=round(time.perf_counter() - wall, 1),
