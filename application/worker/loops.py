@@ -81,7 +81,8 @@ async def poll_queue(
         beats.last["poll"] = ctx.clock.monotonic()
         # At its share, a worker with room still receives while a leaver's connections are
         # open to all (Balance.leavers_open): nobody short took them, so they wait for it.
-        if sessions.free <= 0 and (sessions.full or not balance.leavers_open(ctx.clock.now_ms())):
+        leavers_open = balance.leavers_open(ctx.clock.now_ms())
+        if sessions.free <= 0 and (sessions.full or not leavers_open):
             # Full: a while. At its share while another worker is below its own: a part of a
             # heartbeat, then a fresh look at the fleet (one read): the view the sessions watch
             # keeps is up to a lease old, and a death or an exit since changes the shares.
@@ -90,7 +91,7 @@ async def poll_queue(
                 await _refresh_view(ctx, sessions)
             continue
         try:
-            room = max(sessions.free, 1 if balance.leavers_open(ctx.clock.now_ms()) else 0)
+            room = max(sessions.free, 1 if leavers_open else 0)
             deliveries = await ctx.queue.receive(min(cfg.poll_batch, room), cfg.poll_wait_s)
             if draining.is_set():
                 await ctx.queue.release([d.receipt for d in deliveries])

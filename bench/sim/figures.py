@@ -72,7 +72,7 @@ class Window:
             refusals=Counter(model.acquire_refusals),
         )
         now = sim.clock.monotonic()
-        held = [len(sim.fleet.streamed_by(name)) for name in sim.live] or [0]
+        held = sim.held() or [0]
         window.before = {
             f"moves_in_last_{SETTLED_S:.0f}_s": sum(
                 1 for _, _, opened in sim.upstream.gaps if opened >= now - SETTLED_S

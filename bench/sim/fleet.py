@@ -171,6 +171,10 @@ class SimFleet:
     def unowned(self) -> int:
         return self.size.connections - self.upstream.streaming
 
+    def held(self) -> list[int]:
+        """How many connections each live worker streams."""
+        return [len(self.fleet.streamed_by(name)) for name in self.live]
+
     async def close(self) -> None:
         """Cancel every worker (no graceful shutdown: nothing is measured after the run)."""
         for member in self.fleet.members.values():

@@ -127,19 +127,15 @@ async def scale_out(sim: SimFleet, window: Window, window_s: float) -> None:
     await sim.clock.advance(10.0, step_s=0.05)  # and nothing moves after
 
 
-def _held(sim: SimFleet) -> list[int]:
-    return [len(sim.fleet.streamed_by(name)) for name in sim.live]
-
-
 def _balanced(sim: SimFleet) -> bool:
     """Every live worker within one connection of its share."""
-    held = _held(sim)
+    held = sim.held()
     share = sim.size.connections / len(held)
     return all(math.floor(share) - 1 <= n <= math.ceil(share) + 1 for n in held)
 
 
 def _spread(sim: SimFleet) -> str:
-    held = _held(sim)
+    held = sim.held()
     return f"{min(held)}-{max(held)} a worker"
 
 
@@ -170,7 +166,7 @@ async def _progress(sim: SimFleet, name: str) -> None:
     wall, cpu = time.perf_counter(), time.process_time()
     while True:
         await sim.clock.sleep(PROGRESS_EVERY_S)
-        held = [len(sim.fleet.streamed_by(n)) for n in sim.live] or [0]
+        held = sim.held() or [0]
         log.info(
             "%s %dx%d at %.0f virtual s: %d workers live, %d not streaming, %d moves so far, "
             "%d-%d a worker; wall %.0f s, CPU %.0f s, RSS %.0f MiB",
@@ -219,19 +215,19 @@ async def run_scenario(
         raise ValueError(f"unknown scenario {name!r}; allowed: {', '.join(SCENARIOS)}")
     wall, cpu = time.perf_counter(), time.process_time()
     sim = SimFleet(size)
-    collector = Collector().__enter__()
-    progress = asyncio.create_task(_progress(sim, name), name="sim-progress")
-    freezing = asyncio.create_task(_freeze(sim), name="sim-gc-freeze")
-    try:
-        pickup_s = await bring_up(sim, settle_s, INITIAL.get(name, _all)(size.workers), placed)
-        window = Window.open(sim)
-        await RUNS[name](sim, window, window_s)
-        figures = measure(sim, window)
-    finally:
-        progress.cancel()
-        freezing.cancel()
-        await sim.close()
-        collector.__exit__()
+    with Collector() as collector:
+        progress = asyncio.create_task(_progress(sim, name), name="sim-progress")
+        freezing = asyncio.create_task(_freeze(sim), name="sim-gc-freeze")
+        try:
+            pickup_s = await bring_up(sim, settle_s, INITIAL.get(name, _all)(size.workers), placed)
+            window = Window.open(sim)
+            await RUNS[name](sim, window, window_s)
+            figures = measure(sim, window)
+        finally:
+            progress.cancel()
+            freezing.cancel()
+            await asyncio.gather(progress, freezing, return_exceptions=True)
+            await sim.close()
     figures.update(
         scenario=name,
         workers=size.workers,
