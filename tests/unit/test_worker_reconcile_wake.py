@@ -3,6 +3,14 @@ tests/chaos: a worker that had scanned an empty store slept the whole reconcile 
 a connection started and taken by another worker that then died waited for that interval —
 a minute at the default timings — instead of about one lease)."""
 
+import itertools
+from collections.abc import AsyncIterator, Sequence
+
+from adapters.faults.store import FaultInjectingStore
+from adapters.memory.clock import FakeClock
+from application.ports import ConnectionStore
+from application.worker.loops import RECONCILE_SPREAD
+from domain import Connection
 from tests.support.fleet import Fleet
 
 
@@ -76,3 +84,42 @@ async def test_full_scans_run_at_the_reconcile_interval_not_at_every_session_exp
         assert watches > 5 * scans, (watches, scans)
     finally:
         await fleet.close()
+
+
+async def test_the_full_scans_of_workers_started_together_drift_apart_within_the_spread() -> None:
+    """GIVEN three workers started at one instant and nothing dying WHEN ten virtual minutes
+    pass THEN each worker's pauses between full scans lie within the reconcile interval
+    +/- RECONCILE_SPREAD and are not all equal, so the workers' scans no longer fall in the
+    same second (at 1,000 workers, one second of every minute held three times a table's
+    default read quota: bench/RESULTS.md section 31)."""
+    scans: dict[str, list[float]] = {}
+    clock = FakeClock()
+
+    class Timed(FaultInjectingStore):
+        def __init__(self, caller: str, inner: ConnectionStore) -> None:
+            super().__init__(inner, clock)
+            self._caller = caller
+
+        def iter_orphans(self, now_ms: int, page_size: int) -> AsyncIterator[Sequence[Connection]]:
+            scans.setdefault(self._caller, []).append(clock.monotonic())
+            return super().iter_orphans(now_ms, page_size)
+
+    fleet = Fleet(clock=clock, store_layer=Timed)
+    try:
+        for name in ("a", "b", "c"):
+            fleet.add_worker(name)
+        await clock.advance(600)
+    finally:
+        await fleet.close()
+
+    interval = fleet.config.reconcile_interval_s
+    pauses = {name: [b - a for a, b in itertools.pairwise(scans[name])] for name in "abc"}
+    for name, worker_pauses in pauses.items():
+        assert len(worker_pauses) >= 8, (name, worker_pauses)
+        assert all(
+            interval * (1 - RECONCILE_SPREAD) - 0.5 <= p <= interval * (1 + RECONCILE_SPREAD) + 0.5
+            for p in worker_pauses
+        ), (name, worker_pauses)
+        assert max(worker_pauses) - min(worker_pauses) > 1.0, (name, worker_pauses)
+    last = sorted(times[-1] for times in scans.values())
+    assert last[-1] - last[0] > 1.0, scans  # started together, apart by now
