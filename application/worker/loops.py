@@ -448,10 +448,14 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
     with sessions.placing(placed):
         for i in range(0, len(candidates), step):
             chunk, lost = candidates[i : i + step], sessions.lost
-            no_room += await sessions.take_each(chunk)
-            if sessions.lost - lost > len(chunk) // 2:
-                # Mostly taken by others since the scan: the rest is read again a heartbeat
-                # later rather than tried one by one (three reads each to be refused).
+            declined = await sessions.take_each(chunk)
+            no_room += declined
+            if sessions.lost - lost > (len(chunk) - len(declined)) // 2:
+                # What it tried was mostly taken by others since the scan: the rest is read
+                # again a heartbeat later rather than tried one by one (three reads each to be
+                # refused). Judged against the tries, not the page: a survivor short of its
+                # part by a few declines most of each page, and lost the few it tried page
+                # after page (bench/RESULTS.md section 34).
                 stale = True
                 break
     withheld = stale or bool(hinted) or (bool(no_room) and not sessions.full)
