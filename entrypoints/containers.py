@@ -54,7 +54,12 @@ from application.worker.worker import Worker
 from entrypoints.api import EventApi
 from entrypoints.extensions import sink_choice, user_hook, user_sink
 from entrypoints.metrics import TeeMetrics, prometheus_metrics
-from entrypoints.read_side.aws import client_config, client_options, dynamodb_store
+from entrypoints.read_side.aws import (
+    client_config,
+    client_options,
+    dynamodb_store,
+    heartbeat_config,
+)
 from entrypoints.settings import Settings
 
 
@@ -227,10 +232,17 @@ class AwsContainer(containers.DeclarativeContainer):
         lambda s: client_config(s, pool=2, read_timeout_s=s.aws_read_timeout_s), settings
     )
     dynamodb = providers.Resource(aws_client, session, "dynamodb", settings, dynamodb_config)
+    dynamodb_heartbeat = providers.Resource(
+        aws_client,
+        session,
+        "dynamodb",
+        settings,
+        providers.Singleton(heartbeat_config, settings),
+    )
     sqs = providers.Resource(aws_client, session, "sqs", settings, sqs_config)
     cloudwatch = providers.Resource(aws_client, session, "cloudwatch", settings, cloudwatch_config)
 
-    store = providers.Singleton(dynamodb_store, dynamodb, settings)
+    store = providers.Singleton(dynamodb_store, dynamodb, settings, dynamodb_heartbeat)
     queue = providers.Singleton(
         SqsNotificationQueue,
         sqs,

@@ -18,7 +18,8 @@ The numbers, each sourced in docs/simulation.md:
   second; a request past them is throttled;
 - retries: a throttled request is tried again as botocore's standard mode does (3 attempts in
   all, the default of WSFLEET_AWS_MAX_ATTEMPTS, after random x 2^retry s of back-off); the port
-  raises StoreUnavailable when the last attempt is throttled too;
+  raises StoreUnavailable when the last attempt is throttled too. A session renewal is tried
+  once (the worker's heartbeat client): the session keeper retries it;
 - units: items of 289 bytes (connections, section 2), 150 (sessions, the adapter's estimate),
   60 (a KEYS_ONLY index entry, assumption), 200 (an event, assumption); strongly consistent
   reads 1 unit per 4 KB, index reads 0.5; a transaction 2 units per KB per item, a condition
@@ -71,6 +72,7 @@ EVENT_ITEM_B = 200
 READ_UNIT_B = 4096
 WRITE_UNIT_B = 1024
 QUERY_PAGE_B = 2**20  # a Query or Scan returns at most 1 MB per request
+HEARTBEAT_ATTEMPTS = 1  # a session renewal's, through the worker's heartbeat client
 
 
 @attrs.frozen
@@ -109,6 +111,9 @@ class Request(typing.NamedTuple):
     # More items of this request, each on its own key of the same table with the same units,
     # each an `extra` one: a BatchGetItem's keys (one Request, not one per key).
     more: tuple[str, ...] = ()
+    # Attempts botocore makes of it, if not `Limits.attempts`: the heartbeat's client makes one
+    # (entrypoints/read_side/aws.py heartbeat_config), the session keeper retrying instead.
+    attempts: int = 0
 
     @property
     def where(self) -> str:
@@ -310,7 +315,8 @@ class DynamoDbModel:
         seconds its tries took, whether it was served)."""
         spent = 0.0
         table, rcu, wcu = request.table, request.rcu, request.wcu
-        for attempt in range(self.limits.attempts):
+        attempts = request.attempts or self.limits.attempts
+        for attempt in range(attempts):
             row = self.per_second[second]
             if not extra:
                 spent += self._latency(request)
@@ -331,7 +337,7 @@ class DynamoDbModel:
                 return spent, True
             self.throttled[table] += 1
             self.throttled_keys[f"{table}:{key}"] += 1
-            if attempt + 1 < self.limits.attempts:
+            if attempt + 1 < attempts:
                 spent += self.rng.random() * 2**attempt
         return spent, False
 
@@ -414,7 +420,7 @@ class DynamoDbModel:
     def session_stages(self, command: SessionCommand) -> list[Stage]:
         sid = command.session_id
         if isinstance(command, RenewSession):
-            return [[Request("UpdateItem", SESSIONS, sid, wcu=1.0)]]
+            return [[Request("UpdateItem", SESSIONS, sid, wcu=1.0, attempts=HEARTBEAT_ATTEMPTS)]]
         tx = "TransactWriteItems"
         writes = bundle(
             [

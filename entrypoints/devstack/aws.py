@@ -71,7 +71,9 @@ async def client(
 ) -> AsyncIterator[Any]:
     """An aiobotocore client of the local AWS (its fake credentials, three attempts), for the
     benchmarks and the tests that set up or read a deployment outside the containers."""
-    config = AioConfig(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=pool)
+    config = AioConfig(
+        retries={"mode": "standard", "total_max_attempts": 3}, max_pool_connections=pool
+    )
     async with get_session().create_client(
         service,
         region_name=region,

@@ -14,6 +14,7 @@ from adapters.dynamodb.message_reader import DynamoDbMessageReader
 from adapters.dynamodb.schema import TableNames
 from adapters.kinesis.message_reader import KinesisMessageReader
 from application.ports import ConnectionStore, MessageReader
+from application.worker.session_keeper import MAX_RENEWS_IN_FLIGHT
 from entrypoints.extensions import no_reader, sink_choice
 from entrypoints.settings import Settings
 
@@ -21,11 +22,17 @@ from entrypoints.settings import Settings
 READ_POOL = 10
 
 
-def client_config(settings: Settings, *, pool: int, read_timeout_s: float) -> AioConfig:
+def client_config(
+    settings: Settings, *, pool: int, read_timeout_s: float, max_attempts: int | None = None
+) -> AioConfig:
     """botocore still defaults to the legacy retry mode and to a 10-connection pool (which
-    becomes aiohttp's limit, so calls would queue behind each other): both set explicitly."""
+    becomes aiohttp's limit, so calls would queue behind each other): both set explicitly.
+    `max_attempts`: WSFLEET_AWS_MAX_ATTEMPTS unless given (the heartbeat's client: one). In
+    all, the first included, as AWS_MAX_ATTEMPTS means: botocore's `max_attempts` key counts
+    only the retries (3 made 4 attempts)."""
+    attempts = max_attempts or settings.aws_max_attempts
     return AioConfig(
-        retries={"mode": "standard", "max_attempts": settings.aws_max_attempts},
+        retries={"mode": "standard", "total_max_attempts": attempts},
         max_pool_connections=pool,
         connect_timeout=settings.aws_connect_timeout_s,
         read_timeout=read_timeout_s,
@@ -59,9 +66,27 @@ def table_names(settings: Settings) -> TableNames:
     )
 
 
-def dynamodb_store(client: Any, settings: Settings) -> DynamoDbConnectionStore:
+def dynamodb_store(
+    client: Any, settings: Settings, heartbeat_client: Any = None
+) -> DynamoDbConnectionStore:
+    """`heartbeat_client`: a worker's, for its session renewals (`heartbeat_config`)."""
     return DynamoDbConnectionStore(
-        client, tables=table_names(settings), shards=settings.orphan_shards
+        client,
+        tables=table_names(settings),
+        shards=settings.orphan_shards,
+        heartbeat_client=heartbeat_client,
+    )
+
+
+def heartbeat_config(settings: Settings) -> AioConfig:
+    """The client a worker renews its session through: one attempt per call, the session
+    keeper's retries instead of botocore's (adapters/dynamodb DynamoDbConnectionStore); a read
+    timeout no longer than the trust a renewal can give, past which its answer is of no use."""
+    return client_config(
+        settings,
+        pool=MAX_RENEWS_IN_FLIGHT,  # the renewals a keeper has in flight at most
+        read_timeout_s=min(settings.aws_read_timeout_s, settings.worker.trusted_s),
+        max_attempts=1,
     )
 
 

@@ -317,7 +317,9 @@ _AWS = (
         "aws_max_attempts",
         Number(integer=True, minimum=1, maximum=10),
         3,
-        "Attempts per AWS call (botocore `standard` retry mode, jittered back-off).",
+        "Attempts per AWS call, the first included (botocore `standard` retry mode, jittered "
+        "back-off). A worker's session renewals are tried once each: the worker retries them "
+        "itself within the lease.",
         BOTH,
     ),
     _s(
