@@ -6,8 +6,6 @@ import logging
 import random
 from collections.abc import Mapping, Sequence
 
-import attrs
-
 from application.aio import gather_all, wait_or_timeout
 from application.config import WorkerConfig
 from application.errors import ApplicationError
@@ -258,8 +256,7 @@ async def reconcile(
             dead = {s.session_id for s in listed if not s.is_live(now)}
             due = ctx.clock.monotonic() >= full_due or now >= backoff_ends_at
             if dead - seen_dead or due or (starved and sessions.free > 0):
-                scan = await _take_orphans(ctx, sessions, now)
-                starved = scan.starved
+                starved, withheld = await _take_orphans(ctx, sessions, now)
                 tended = _tended(listed, now, keeper.session_id)
                 await _note_expiries(ctx, tended, now, keeper.session_id)
                 await _forget_dead_sessions(ctx, tended, now)
@@ -269,14 +266,11 @@ async def reconcile(
                 backoff_ends_at = NEVER if next_at is None else next_at + 1
                 # Orphans (a dead worker's have no hint) left to workers short of their share
                 # by a view that may be stale, or left to their hints: look again a heartbeat
-                # later, not a minute. A scan others overtook: sooner (STALE_RESCAN_BEATS).
+                # later, not a minute.
                 spread = 1 + RECONCILE_SPREAD * (2 * spread_rng.random() - 1)
-                if scan.overtaken:
-                    again_s = cfg.heartbeat_interval_s * STALE_RESCAN_BEATS
-                elif scan.withheld:
-                    again_s = cfg.heartbeat_interval_s
-                else:
-                    again_s = cfg.reconcile_interval_s * spread
+                again_s = (
+                    cfg.heartbeat_interval_s if withheld else cfg.reconcile_interval_s * spread
+                )
                 full_due = ctx.clock.monotonic() + again_s
             seen_dead = dead
             _rebalance(ctx, sessions, keeper)
@@ -298,13 +292,6 @@ async def reconcile(
 
 
 NEVER = 2**63
-
-# A scan others overtook is read again this part of a heartbeat later: what is left of it is
-# mostly what nobody could take yet, and a survivor of an AZ loss that waited a whole
-# heartbeat left those orphans waiting with it (at 300 workers, p99 7.8 s against 4.85 s:
-# bench/RESULTS.md section 34). Only then: a scan that left orphans to their hints would
-# read again four times a heartbeat while STARTs keep coming.
-STALE_RESCAN_BEATS = 0.25
 
 
 def _rebalance(ctx: WorkerContext, sessions: Sessions, keeper: SessionKeeper) -> None:
@@ -413,24 +400,13 @@ async def _forget_dead(ctx: WorkerContext, session: WorkerSession, now_ms: int) 
         await ctx.store.forget_session(session.session_id, now_ms)
 
 
-@attrs.frozen
-class _Scan:
-    """What one orphan scan left. `starved`: some orphan for want of room (full, or no
-    trusted session yet). `withheld`: some that this worker had the capacity for (its share
-    said no: the balance left it to workers short of theirs; or it was freed so recently that
-    its hint is still on its way). `overtaken`: the scan was given up, what it tried from a
-    page mostly taken by others since it was read."""
-
-    starved: bool
-    withheld: bool
-    overtaken: bool
-
-
-async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> _Scan:
-    """Take what room allows (see `_Scan` for what it reports). A dead worker's are taken up
-    to this worker's part of them, then, past the placement grace, up to capacity
-    (Sessions._room); so is an unowned one that has wanted an owner for the grace
-    (Balance.waited_out).
+async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> tuple[bool, bool]:
+    """Take what room allows. Returns (starved, withheld): some orphan was left for want of
+    room (full, or no trusted session yet); some was left that this worker had the capacity
+    for (its share said no: the balance left it to workers short of theirs; or it was freed so
+    recently that its hint is still on its way). A dead worker's are taken up to this worker's
+    part of them, then, past the placement grace, up to capacity (Sessions._room); so is an
+    unowned one that has wanted an owner for the grace (Balance.waited_out).
 
     The whole scan is read before anything is taken: this worker's part is its share of all
     the dead workers' connections, so it must know how many there are. Placed page by page,
@@ -444,7 +420,7 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
         orphans.extend(page)
     ctx.metrics.gauge(ORPHANS_FOUND, len(orphans))  # how many wait for room, when full
     if sessions.full:
-        return _Scan(starved=bool(orphans), withheld=False, overtaken=False)
+        return bool(orphans), False
     hinted = {o.connection_id for o in orphans if _left_to_its_hint(ctx, o, now_ms)}
     # In an order the other workers of this view do not share, so that they mostly try
     # different orphans first (shuffled without a view).
@@ -467,7 +443,7 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
         if o.connection_id not in sessions and o.connection_id not in hinted
     ]
     no_room: list[str] = []
-    overtaken = False
+    stale = False
     step = ctx.config.reconcile_page_size
     with sessions.placing(placed):
         for i in range(0, len(candidates), step):
@@ -476,14 +452,14 @@ async def _take_orphans(ctx: WorkerContext, sessions: Sessions, now_ms: int) -> 
             no_room += declined
             if sessions.lost - lost > (len(chunk) - len(declined)) // 2:
                 # What it tried was mostly taken by others since the scan: the rest is read
-                # again (STALE_RESCAN_BEATS) rather than tried one by one (three reads each to
-                # be refused). Judged against the tries, not the page: a survivor short of its
+                # again a heartbeat later rather than tried one by one (three reads each to be
+                # refused). Judged against the tries, not the page: a survivor short of its
                 # part by a few declines most of each page, and lost the few it tried page
                 # after page (bench/RESULTS.md section 34).
-                overtaken = True
+                stale = True
                 break
-    withheld = overtaken or bool(hinted) or (bool(no_room) and not sessions.full)
-    return _Scan(starved=bool(no_room), withheld=withheld, overtaken=overtaken)
+    withheld = stale or bool(hinted) or (bool(no_room) and not sessions.full)
+    return bool(no_room), withheld
 
 
 def _left_to_its_hint(ctx: WorkerContext, orphan: Connection, now_ms: int) -> bool:
