@@ -16,6 +16,7 @@ from bench.sim.scenarios import SCENARIOS, run_scenario
 _SHOWN = (
     "streaming_again_s",
     "first_streaming_again_s",
+    "orphans_streaming_again_s",
     "unowned_gap_s",
     "connections_moved",
     "moves_per_moved_connection_max",

@@ -48,6 +48,9 @@ class Window:
     before: dict[str, int] = attrs.Factory(dict)
     notes: list[str] = attrs.Factory(list)
     unowned: list[tuple[float, int]] = attrs.Factory(list)  # (s since t0, unowned)
+    # The streams the fault itself stopped (an AZ loss's victims'): their own measure, apart
+    # from the balancing moves that follow (each a handoff of a stream that was running).
+    stopped: frozenset[str] = frozenset()
     sampler: "asyncio.Task[None] | None" = None
 
     @classmethod
@@ -117,6 +120,7 @@ def measure(sim: SimFleet, window: Window) -> dict[str, Any]:
         last_back[url] = max(last_back.get(url, 0.0), opened - t0)
         first_back[url] = min(first_back.get(url, math.inf), opened - t0)
     still_down = [url for url, since in sim.upstream.down_since.items() if since >= t0]
+    orphans_back = [first_back.get(url, math.inf) for url in window.stopped]
     seconds = [row for s, row in model.per_second.items() if t0 <= s < t1 - 1]
     requests = sum(model.requests.values()) - window.requests
     live = len(sim.live)
@@ -153,6 +157,9 @@ def measure(sim: SimFleet, window: Window) -> dict[str, Any]:
         "workers_live": live,
         "streaming_again_s": percentiles(list(last_back.values())),
         "first_streaming_again_s": percentiles(list(first_back.values())),
+        # Each stream the fault stopped, until it streams again (inf: not yet); the az-loss
+        # target's measure (bench/scale.py verdict). Empty where the scenario names none.
+        "orphans_streaming_again_s": percentiles(orphans_back),
         "unowned_gap_s": percentiles(unowned_s),
         "not_streaming_at_end": len(still_down),
         "connections_moved": len(moves),

@@ -7,7 +7,7 @@ import math
 import random
 import resource
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import attrs
@@ -131,7 +131,7 @@ class SimFleet:
 
     async def _start_placed(self, store: ConnectionStore, j: int, owner: str) -> None:
         connection_id = f"c{j:06d}"
-        url = f"ws://upstream.test/stream/{connection_id}"
+        url = url_of(connection_id)
         self.upstream.stream(url)  # the live stream exists (and advances) from now on
         for attempt in range(1, 30):
             try:
@@ -175,6 +175,10 @@ class SimFleet:
         """How many connections each live worker streams."""
         return [len(self.fleet.streamed_by(name)) for name in self.live]
 
+    def streams_of(self, names: Sequence[str]) -> frozenset[str]:
+        """The upstream URLs these workers stream."""
+        return frozenset(url_of(cid) for name in names for cid in self.fleet.streamed_by(name))
+
     async def close(self) -> None:
         """Cancel every worker (no graceful shutdown: nothing is measured after the run)."""
         for member in self.fleet.members.values():
@@ -187,3 +191,8 @@ class SimFleet:
 
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def url_of(connection_id: str) -> str:
+    """The upstream URL the simulation STARTs a connection with."""
+    return f"ws://upstream.test/stream/{connection_id}"

@@ -64,6 +64,7 @@ async def steady(sim: SimFleet, window: Window, window_s: float) -> None:
 
 async def az_loss(sim: SimFleet, window: Window, window_s: float) -> None:
     victims = sim.live[: len(sim.live) // 3]
+    window.stopped = sim.streams_of(victims)
     await asyncio.gather(*(sim.fleet.crash(name) for name in victims))
     window.note(f"{len(victims)} workers killed")
     await recover(sim, window)
@@ -73,6 +74,7 @@ async def az_loss_reported(sim: SimFleet, window: Window, window_s: float) -> No
     """The AZ loss with its deaths reported: the supervisor's calls are the store's too, as
     the Lambda's are (counted under the caller "supervisor")."""
     victims = sim.live[: len(sim.live) // 3]
+    window.stopped = sim.streams_of(victims)
     await asyncio.gather(*(sim.fleet.crash(name) for name in victims))
     window.note(f"{len(victims)} workers killed")
     await sim.clock.advance(REPORT_AFTER_S, step_s=0.05)

@@ -16,6 +16,9 @@ async def test_an_az_loss_at_the_smallest_size_leaves_no_connection_unowned_or_d
     assert figures["not_streaming_at_end"] == 0
     assert figures["connections_moved"] == 60  # the 3 killed workers' 20 each
     assert figures["streaming_again_s"]["n"] == 60
+    # The killed workers' streams, each streaming again (none at inf: not yet).
+    assert figures["orphans_streaming_again_s"]["n"] == 60
+    assert figures["orphans_streaming_again_s"]["max"] < 20
     assert figures["store_requests_per_s"] > 0  # the model saw the traffic
     assert figures["throttled_requests"] == 0  # nothing near a partition's limit here
 

@@ -44,7 +44,7 @@ def test_a_miss_is_named() -> None:
         "scenario": "az-loss",
         "two_owners": 1,
         "not_streaming_at_end": 0,
-        "streaming_again_s": {"p99": 12.5},
+        "orphans_streaming_again_s": {"p99": 12.5},
         "moves_per_moved_connection_max": 2,
         "hottest_keys": [{"share_of_limit": 0.6}],
     }
