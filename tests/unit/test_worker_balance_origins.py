@@ -163,3 +163,19 @@ async def test_a_leavers_hint_after_its_session_ended_is_still_a_released_connec
     await r.clock.advance(LEAVING_GRACE_BEATS * CONFIG.heartbeat_interval_s)
     assert r.balance.open_to_all(leaving, r.clock.now_ms())
     assert r.balance.leavers_open(r.clock.now_ms())
+
+
+async def test_a_take_from_a_leaver_whose_session_ended_keeps_the_share() -> None:
+    """GIVEN a view where the leaver w1 has ended (no entry) and w2 holds 20, this newcomer 0
+    WHEN it takes 10 of w1's hints THEN it may take 5 more (30 over the two), not 90 (its
+    capacity): w1 is out of the split either way, and its connections counted nowhere twice.
+    (Taken as a releaser the view does not know, the view let go and the deploy's newcomers
+    took twice their share.)"""
+    r = Rig()
+    now = r.clock.now_ms()
+    leaving = HintOrigin("w1#1", leaving=True)
+    r.balance.note_leaving([leaving])
+    r.view({"w2#1": (20, now)})
+    await r.clock.advance(0.1)
+    r.take(10, leaving, r.clock.now_ms() - 50)
+    assert r.balance.room() == 5
