@@ -589,6 +589,11 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
     ),
     "poll_wait_s": (Number(integer=False, above=0, maximum=20), "SQS long-poll wait in seconds."),
     "poll_batch": (Number(integer=True, minimum=1, maximum=10), "Hints received per poll."),
+    "poll_concurrency": (
+        Number(integer=True, minimum=1, maximum=10),
+        "Polls a worker has in flight at once while its room would fill each batch (a "
+        "newcomer taking a deploy's hints); one while it has room for less.",
+    ),
     "capacity_pause_s": (_SECONDS, "Pause of the hint loop while the worker is full."),
     "shutdown_budget_s": (
         _SECONDS,

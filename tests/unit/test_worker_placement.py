@@ -17,6 +17,10 @@ async def _three_balanced(fleet: Fleet, count: int = 30) -> list[str]:
     await fleet.clock.run_until(
         lambda: all(len(fleet.streamed_by(n)) == count // 3 for n in ("w1", "w2", "w3")), 60
     )
+    # Settled: every session has reported what it holds since the last move. A worker that
+    # dies right after handing off still counts, in its last report, what it handed off (the
+    # placement then splits more than there is: noted in docs/decisions.md).
+    await fleet.clock.advance(5)
     return ids
 
 
@@ -50,9 +54,8 @@ async def test_a_part_a_survivor_cannot_take_is_open_to_all_after_the_grace(
 ) -> None:
     await _three_balanced(fleet)
     orphans = fleet.streamed_by("w1")
-    # w2's takes fail for its next few scans (an unreachable store, a slow one): its part
-    # must not wait for it.
-    fleet.members["w2"].store.fail_next("Acquire", 15)
+    # w2's takes fail (an unreachable store, a slow one): its part must not wait for it.
+    fleet.members["w2"].store.fail_next("Acquire", 1_000)
 
     await fleet.crash("w1")
     took = await fleet.clock.run_until(lambda: all(fleet.owner_of(c) for c in orphans), 60)

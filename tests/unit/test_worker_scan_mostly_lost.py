@@ -97,8 +97,9 @@ async def test_a_scan_whose_tries_are_mostly_lost_is_read_again_not_tried_on(
         assert len(fleet.streamed_by(LATE)) - EACH == WINS
         # Tried on, it loses 5 of every page after the first (room for 5, the other 5
         # declined): 25. Read again after the first of them, the scan lists nothing the rival
-        # holds. (The rival's session holds what its worker never streams: nobody streams
-        # those until the test ends; only the late survivor's tries are judged here.)
-        assert late[0].refused <= 5, f"{late[0].refused} acquisitions of orphans refused"
+        # holds: those 5, and at most a few lost to the other survivors' own races. (The
+        # rival's session holds what its worker never streams: nobody streams those until
+        # the test ends; only the late survivor's tries are judged here.)
+        assert late[0].refused <= 8, f"{late[0].refused} acquisitions of orphans refused"
     finally:
         await fleet.close()
