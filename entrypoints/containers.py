@@ -50,16 +50,12 @@ from application.ports import (
 from application.ports.metrics import SINK_RETRIES
 from application.router import EventRouter
 from application.url_policy import UrlPolicy
+from application.worker.session_keeper import MAX_RENEWS_IN_FLIGHT
 from application.worker.worker import Worker
 from entrypoints.api import EventApi
 from entrypoints.extensions import sink_choice, user_hook, user_sink
 from entrypoints.metrics import TeeMetrics, prometheus_metrics
-from entrypoints.read_side.aws import (
-    client_config,
-    client_options,
-    dynamodb_store,
-    heartbeat_config,
-)
+from entrypoints.read_side.aws import client_config, client_options, dynamodb_store
 from entrypoints.settings import Settings
 
 
@@ -203,6 +199,18 @@ def _pool_size(settings: Settings) -> int:
 def _retention_s(settings: Settings) -> int | None:
     days = settings.message_retention_days
     return None if days is None else days * 86_400
+
+
+def heartbeat_config(settings: Settings) -> AioConfig:
+    """The client a worker renews its session through: one attempt per call, the session
+    keeper's retries instead of botocore's (adapters/dynamodb DynamoDbConnectionStore); a read
+    timeout no longer than the trust a renewal can give, past which its answer is of no use."""
+    return client_config(
+        settings,
+        pool=MAX_RENEWS_IN_FLIGHT,  # the renewals a keeper has in flight at most
+        read_timeout_s=min(settings.aws_read_timeout_s, settings.worker.trusted_s),
+        max_attempts=1,
+    )
 
 
 def _counter(metrics: Metrics, name: str) -> Callable[[int], None]:

@@ -112,7 +112,7 @@ class Request(typing.NamedTuple):
     # each an `extra` one: a BatchGetItem's keys (one Request, not one per key).
     more: tuple[str, ...] = ()
     # Attempts botocore makes of it, if not `Limits.attempts`: the heartbeat's client makes one
-    # (entrypoints/read_side/aws.py heartbeat_config), the session keeper retrying instead.
+    # (entrypoints/containers.py heartbeat_config), the session keeper retrying instead.
     attempts: int = 0
 
     @property

@@ -14,7 +14,6 @@ from adapters.dynamodb.message_reader import DynamoDbMessageReader
 from adapters.dynamodb.schema import TableNames
 from adapters.kinesis.message_reader import KinesisMessageReader
 from application.ports import ConnectionStore, MessageReader
-from application.worker.session_keeper import MAX_RENEWS_IN_FLIGHT
 from entrypoints.extensions import no_reader, sink_choice
 from entrypoints.settings import Settings
 
@@ -69,24 +68,13 @@ def table_names(settings: Settings) -> TableNames:
 def dynamodb_store(
     client: Any, settings: Settings, heartbeat_client: Any = None
 ) -> DynamoDbConnectionStore:
-    """`heartbeat_client`: a worker's, for its session renewals (`heartbeat_config`)."""
+    """`heartbeat_client`: a worker's, for its session renewals (entrypoints/containers.py
+    `heartbeat_config`)."""
     return DynamoDbConnectionStore(
         client,
         tables=table_names(settings),
         shards=settings.orphan_shards,
         heartbeat_client=heartbeat_client,
-    )
-
-
-def heartbeat_config(settings: Settings) -> AioConfig:
-    """The client a worker renews its session through: one attempt per call, the session
-    keeper's retries instead of botocore's (adapters/dynamodb DynamoDbConnectionStore); a read
-    timeout no longer than the trust a renewal can give, past which its answer is of no use."""
-    return client_config(
-        settings,
-        pool=MAX_RENEWS_IN_FLIGHT,  # the renewals a keeper has in flight at most
-        read_timeout_s=min(settings.aws_read_timeout_s, settings.worker.trusted_s),
-        max_attempts=1,
     )
 
 
