@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 from adapters.memory.clock import FakeClock
 from adapters.memory.queue import InMemoryNotificationQueue
-from application.ports import HintOrigin
 from application.ports.queue import Delivery
 from tests.support.fleet import Fleet
 
@@ -20,27 +19,14 @@ class WatchedQueue:
         self._inner = inner
         self._clock = clock
         self.receives: list[tuple[float, float, int]] = []
-
-    async def send(
-        self,
-        connection_ids: Sequence[str],
-        *,
-        delay_s: int = 0,
-        copy: bool = False,
-        origin: HintOrigin | None = None,
-    ) -> None:
-        await self._inner.send(connection_ids, delay_s=delay_s, copy=copy, origin=origin)
+        self.send = inner.send
+        self.release = inner.release
+        self.delete = inner.delete
 
     async def receive(self, max_messages: int, wait_s: float) -> Sequence[Delivery]:
         got = await self._inner.receive(max_messages, wait_s)
         self.receives.append((self._clock.monotonic(), wait_s, len(got)))
         return got
-
-    async def release(self, receipts: Sequence[str]) -> None:
-        await self._inner.release(receipts)
-
-    async def delete(self, receipts: Sequence[str]) -> None:
-        await self._inner.delete(receipts)
 
 
 async def test_helpers_receive_only_through_a_backlog(fleet: Fleet) -> None:
