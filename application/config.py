@@ -43,8 +43,8 @@ class WorkerConfig:
     take_concurrency: int = attrs.field(default=16, validator=_positive)
     poll_wait_s: float = attrs.field(default=20.0, validator=_positive)
     poll_batch: int = attrs.field(default=10, validator=attrs.validators.in_(range(1, 11)))
-    # Receives a worker has in flight at once while its room fills each of their batches
-    # (application/worker/loops.py poll_queue).
+    # Hint receivers: one long poll, and helpers while the queue has a backlog and the room
+    # would fill their batches (application/worker/loops.py poll_queue).
     poll_concurrency: int = attrs.field(default=4, validator=attrs.validators.in_(range(1, 11)))
     capacity_pause_s: float = attrs.field(default=5.0, validator=_positive)
     shutdown_budget_s: float = attrs.field(default=20.0, validator=_positive)

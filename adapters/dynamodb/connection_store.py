@@ -176,9 +176,9 @@ class DynamoDbConnectionStore(SteppedStore):
         then returns at once, and the session keeper tries again after a short back-off within
         the trust it has left, its next heartbeats hedging meanwhile. Through botocore's
         standard mode a renewal throttled twice waits up to 3 s of back-off inside the call
-        (random up to 1 s, then 2 s), most of a 4-s lease's trust: the simulation's brown-out
-        at 1,000 workers fenced a worker whose every renewal had been accepted
-        (docs/decisions.md)."""
+        (random up to 1 s, then 2 s), most of a 4-s lease's trust: in the simulation's
+        brown-out at 1,000 workers a worker fenced itself with its last two renewals still in
+        that back-off (docs/decisions.md)."""
         if not 1 <= shards <= 100:
             raise ConfigurationError(f"orphan index shards must be 1-100, got {shards}")
         if max_attempts < 1:

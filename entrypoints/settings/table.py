@@ -591,8 +591,9 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
     "poll_batch": (Number(integer=True, minimum=1, maximum=10), "Hints received per poll."),
     "poll_concurrency": (
         Number(integer=True, minimum=1, maximum=10),
-        "Polls a worker has in flight at once while its room would fill each batch (a "
-        "newcomer taking a deploy's hints); one while it has room for less.",
+        "Hint receivers a worker runs while the queue has a backlog (a receive came back "
+        "full) and its room would fill each one's batch (a newcomer taking a deploy wave's "
+        "hints); otherwise one long poll.",
     ),
     "capacity_pause_s": (_SECONDS, "Pause of the hint loop while the worker is full."),
     "shutdown_budget_s": (
