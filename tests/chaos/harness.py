@@ -86,6 +86,9 @@ class Stats:
     recoveries: dict[str, list[float]] = attrs.Factory(dict)
     checks: int = 0
     duplicates: int = 0  # copies a stream sink holds (its reader drops them)
+    # Seqs the upstream sent again to a stream sink's new owner, past the checkpoint it
+    # resumed from: what the copies are bounded by.
+    replayed: int = 0
     # Per SIGKILL / SIGTERM: connections held, moved more than once, most moves of one.
     moves: dict[str, dict[str, int]] = attrs.Factory(dict)
 

@@ -186,6 +186,7 @@ async def _sink(
         # rule), and only copies of what the upstream replayed since a checkpoint may be there.
         facts = judge_stream(cid, record, checkpoint, await run.backend.stored_seqs(cid))
         run.stats.duplicates += facts.duplicated
+        run.stats.replayed += facts.redelivered
         if facts.copies_beyond_replay:
             verdict.fail(
                 cid,

@@ -25,6 +25,7 @@ def totals(outcomes: list["Outcome"]) -> dict[str, Any]:
                 "faults": o.stats.faults,
                 "recoveries": o.stats.recoveries,
                 "stream_copies": o.stats.duplicates,
+                "stream_replayed": o.stats.replayed,
                 "moves": o.stats.moves,
             }
             for o in outcomes
@@ -54,6 +55,7 @@ def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "faults": faults,
         "recoveries": recoveries,
         "stream_copies": sum(p.get("stream_copies", 0) for p in parts),
+        "stream_replayed": sum(p.get("stream_replayed", 0) for p in parts),
         "moves": moves,
     }
 
@@ -69,8 +71,11 @@ def write(terminalreporter: pytest.TerminalReporter, parts: list[dict[str, Any]]
     terminalreporter.section("chaos summary")
     line(f"runs: {total['runs']} ({', '.join(total['backends'])}), failed: {total['failed']}")
     line(f"faults injected: {sum(faults.values())}, invariant checks: {total['checks']}")
-    if total["stream_copies"]:
-        line(f"copies in a stream sink (replayed after a checkpoint): {total['stream_copies']}")
+    if total["stream_copies"] or total["stream_replayed"]:
+        line(
+            f"copies in a stream sink: {total['stream_copies']}, of "
+            f"{total['stream_replayed']} seqs replayed after a checkpoint"
+        )
     for kind in sorted(faults):
         line(f"  {faults[kind]:5d} x {kind}")
     if total["moves"]:

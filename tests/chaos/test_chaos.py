@@ -68,5 +68,9 @@ async def test_with_kinesis_as_the_sink_a_crash_mid_batch_loses_nothing_and_copi
     outcome = await execute("aws-kinesis", tmp_path, SEED, kinesis_schedule, aws, balance=False)
     chaos_outcomes.append(outcome)
     assert outcome.ok, describe(outcome)
-    # The crash replayed what its victim had stored since its last checkpoint (2 s at 5/s).
-    assert outcome.stats.duplicates > 0
+    # The crash made the upstream send again what the victim had been sent since its last
+    # checkpoint (2 s at 5/s), and the judge held the stream's copies to that replay. How
+    # many of them the victim had stored (the copies) depends on where its batches were at
+    # the kill: 5-22 in most runs, 0 in one `make test` when every batch it had was still on
+    # its way (none landed).
+    assert outcome.stats.replayed > 0
