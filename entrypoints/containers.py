@@ -26,6 +26,7 @@ from aiobotocore.config import AioConfig
 from dependency_injector import containers, providers
 
 from adapters.cloudwatch.metrics import CloudWatchMetrics
+from adapters.dynamodb.connection_store import HEARTBEAT_ATTEMPTS
 from adapters.dynamodb.message_sink import DynamoDbMessageSink
 from adapters.kinesis import KinesisMessageSink
 from adapters.memory.metrics import InMemoryMetrics
@@ -209,7 +210,7 @@ def heartbeat_config(settings: Settings) -> AioConfig:
         settings,
         pool=MAX_RENEWS_IN_FLIGHT,  # the renewals a keeper has in flight at most
         read_timeout_s=min(settings.aws_read_timeout_s, settings.worker.trusted_s),
-        max_attempts=1,
+        max_attempts=HEARTBEAT_ATTEMPTS,
     )
 
 

@@ -146,6 +146,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+# Attempts botocore makes of a session renewal: the heartbeat's client (`heartbeat_client`) is
+# made with this many, the session keeper retrying instead (read by the composition root and
+# by the simulation's model of DynamoDB).
+HEARTBEAT_ATTEMPTS = 1
+
 
 @attrs.frozen
 class _Raced:

@@ -38,6 +38,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 import attrs
 
 from adapters.dynamodb.connection_queries import BATCH_GET_KEYS, DEAD_READS_AT_ONCE
+from adapters.dynamodb.connection_store import HEARTBEAT_ATTEMPTS
 from adapters.dynamodb.schema import DEFAULT_ORPHAN_SHARDS, all_orphan_shards, orphan_shard
 from application.errors import StoreUnavailable
 from application.ports import Clock, ConnectionStore
@@ -72,7 +73,6 @@ EVENT_ITEM_B = 200
 READ_UNIT_B = 4096
 WRITE_UNIT_B = 1024
 QUERY_PAGE_B = 2**20  # a Query or Scan returns at most 1 MB per request
-HEARTBEAT_ATTEMPTS = 1  # a session renewal's, through the worker's heartbeat client
 
 
 @attrs.frozen
@@ -111,8 +111,8 @@ class Request(typing.NamedTuple):
     # More items of this request, each on its own key of the same table with the same units,
     # each an `extra` one: a BatchGetItem's keys (one Request, not one per key).
     more: tuple[str, ...] = ()
-    # Attempts botocore makes of it, if not `Limits.attempts`: the heartbeat's client makes one
-    # (entrypoints/containers.py heartbeat_config), the session keeper retrying instead.
+    # Attempts botocore makes of it, if not `Limits.attempts`: a session renewal's, made through
+    # the worker's heartbeat client (HEARTBEAT_ATTEMPTS), the session keeper retrying instead.
     attempts: int = 0
 
     @property
