@@ -21,7 +21,7 @@ from bench.sim.clock import SimClock
 from bench.sim.dynamodb import DynamoDbModel, ModelledStore
 from bench.sim.store import IndexedMemoryStore
 from entrypoints.settings import load_settings
-from tests.support.fleet import Fleet, Member
+from tests.support.fleet import Fleet, Member, url_of
 
 
 @attrs.frozen
@@ -191,8 +191,3 @@ class SimFleet:
 
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def url_of(connection_id: str) -> str:
-    """The upstream URL the simulation STARTs a connection with."""
-    return f"ws://upstream.test/stream/{connection_id}"

@@ -125,7 +125,7 @@ class Fleet:
         return member
 
     async def start(self, connection_id: str, url: str | None = None) -> str:
-        url = url or f"ws://upstream.test/stream/{connection_id}"
+        url = url or url_of(connection_id)
         self.upstream.stream(url)  # the live stream exists (and advances) from now on
         await self.router.start(connection_id, url)
         return url
@@ -216,3 +216,8 @@ class Fleet:
         session = await self.store.get_session(state.owner)
         assert session is not None
         return session
+
+
+def url_of(connection_id: str) -> str:
+    """The upstream URL a connection is STARTed with unless a test names one."""
+    return f"ws://upstream.test/stream/{connection_id}"
