@@ -244,3 +244,19 @@ async def test_runs_as_a_process_and_stops_on_sigterm() -> None:
     assert url.startswith("ws://127.0.0.1:")
     assert [m["seq"] for m in messages] == [1, 2]
     assert code == 0
+
+
+@pytest.mark.parametrize(("from_seq", "sent"), [(1, [1, 2, 3, 4, 5, 5]), (6, [6, 6]), (8, [8, 8])])
+async def test_a_replay_with_other_content_repeats_a_seq_this_connection_sent(
+    simulator: UpstreamSimulator, from_seq: int, sent: list[int]
+) -> None:
+    """A worker that resumed past a seq drops its replay without comparing (admission.py), so a
+    connection resumed past the first five replays a seq it sent itself, or the fault is never
+    seen (the hostile suite's flake: a move between seq 5 and seq 6)."""
+    url = f"{simulator.base_url}/hostile/replay-different/r?from_seq={from_seq}"
+    async with connect(url) as ws:
+        messages = await receive(ws, len(sent))
+
+    assert [m["seq"] for m in messages] == sent
+    assert messages[-1]["data"] == "other content"
+    assert [m["data"] for m in messages[:-1]] == [f"r:{n}" for n in sent[:-1]]
