@@ -16,6 +16,13 @@ once can get the same number and the second replaces the first. Measured: 6,200 
 side by side, 6,199 read back; a 1,000 msg/s demo on the Kinesis sink lost 23 messages of one
 connection, stored by its worker with their checkpoint. The service has no such race.
 
+A message made visible again by ChangeMessageVisibility (a worker giving a hint back) wakes
+the long polls waiting on its queue, as in SQS, where a long poll returns a message as soon as
+one is available. moto notifies its waiters only when a message is sent, and otherwise looks
+again once a second: measured, a hint given back reached a waiting long poll 0.1-0.75 s later
+(p50 0.51 s), a delay the service does not have, in every handoff on these adapters that gave a
+hint back.
+
 Always: moto's duplicate `Server` header is dropped (aiohttp refuses it in asyncio debug mode),
 and request bodies are read before a request is served (with a lock, a client frozen half-way
 through sending would otherwise hold every other client's calls to that service).
@@ -72,6 +79,23 @@ def without_duplicate_server_header(app: WsgiApp) -> WsgiApp:
     return wrapped
 
 
+def wake_long_polls_on_give_back() -> None:
+    """Patch moto's SQS so that a message made visible wakes the long polls of its queue."""
+    from moto.sqs.models import SQSBackend
+
+    original = SQSBackend.change_message_visibility
+
+    def change_message_visibility(
+        self: Any, queue_name: str, receipt_handle: str, visibility_timeout: int
+    ) -> None:
+        original(self, queue_name, receipt_handle, visibility_timeout)
+        queue = self.get_queue(queue_name)
+        with queue._messages_lock:  # the condition moto's long polls wait on
+            queue._messages_lock.notify_all()
+
+    SQSBackend.change_message_visibility = change_message_visibility  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m entrypoints.devstack.moto_server")
     parser.add_argument("--host", default="127.0.0.1")
@@ -87,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("moto's server is missing: pip install 'moto[server]'", file=sys.stderr)
         return 2
+    wake_long_polls_on_give_back()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request costs CPU
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
