@@ -58,9 +58,11 @@ class SimulatorProcess:
     def url(self, stream_id: str) -> str:
         return f"{self.base_url}/stream/{stream_id}"
 
-    async def create(self, stream_id: str) -> None:
-        """The stream exists from now on: its seq 1 is due before anyone subscribes."""
-        await http.post(f"{self.http_url}/streams/{stream_id}", context=self._context)
+    async def create(self, stream_id: str, rate: float | None = None) -> None:
+        """The stream exists from now on: its seq 1 is due before anyone subscribes. `rate`:
+        its messages a second, if not the simulator's."""
+        query = "" if rate is None else f"?rate={rate}"
+        await http.post(f"{self.http_url}/streams/{stream_id}{query}", context=self._context)
 
     async def end(self, stream_id: str) -> None:
         """Ends the stream normally: its subscribers get the rest, then a close 1000."""

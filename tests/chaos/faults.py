@@ -12,6 +12,7 @@ from typing import Any
 from application.ports.sink import StoredMessage
 from application.worker.session_keeper import worker_of
 from domain import DesiredState, LeaseStatus, StopRequested
+from domain.balance import cost
 from tests.chaos.backends import send_hints
 from tests.chaos.harness import (
     CRASH_BOUND_S,
@@ -496,21 +497,39 @@ async def join_during_faults(run: ChaosRun, *, joining: int = 2) -> None:
 
 
 async def balanced_within(run: ChaosRun, since_ms: int, bound_s: float) -> bool:
-    """Every serving worker within 10 % (or one connection) of the mean within the bound,
-    counted from the store, each balancing handoff on the way healed within the handoff bound;
-    a violation (and False) otherwise."""
+    """The fleet balanced within the bound, counted from the store, each balancing handoff on
+    the way healed within the handoff bound; a violation (and False) otherwise. Every serving
+    worker within 10 % of the mean, or one connection: by count (the workers'
+    WSFLEET_BALANCE_BY), of connections; by load, of the connections' costs at the rates the
+    simulator streams (domain.balance.cost), one connection being the fleet's mean cost, and a
+    worker above that on a single connection counting as even. On
+    this suite's twelve streams over up to five workers one hot stream is most of a worker's
+    load, so "the busiest receives at most 1.25 times the mean" (issue 27) is the bench's
+    target (`balance-skew`, 40 streams), not this judge's."""
     run.stats.checks += 1
-    loads: list[int] = []
+    counts: list[int] = []
     while True:
         if run.coverage_problems(await run.records()):
             await run.wait_covered("balancing handoff", now_ms(), HANDOFF_BOUND_S)
-        loads = [len(await run.owned_by(w)) for w in run.serving()]
+        owned = [await run.owned_by(w) for w in run.serving()]
+        counts = [len(held) for held in owned]
+        by_load = run.balance_by == "load"
+        loads = [sum(cost(run.rate_of(c)) if by_load else 1.0 for c in held) for held in owned]
         total, at = len(run.started()), now_ms()
-        mean = total / max(1, len(loads))
-        if sum(loads) == total and all(abs(h - mean) <= max(1.0, mean / 10) for h in loads):
+        mean = sum(loads) / max(1, len(loads))
+        one = sum(loads) / max(1, sum(counts))  # one connection, at the fleet's mean cost
+        # A worker above it on one connection alone (a hot stream) has nothing to split.
+        even = all(
+            abs(x - mean) <= max(one, mean / 10) or (x > mean and len(held) == 1)
+            for x, held in zip(loads, owned, strict=True)
+        )
+        if sum(counts) == total and even:
             run.stats.recovered("balanced after join", (at - since_ms) / 1000)
             return True
         if at - since_ms > bound_s * 1000:
-            run.violation(f"not balanced {bound_s}s after the fault ended: loads {loads}")
+            run.violation(
+                f"not balanced by {run.balance_by} {bound_s}s after the fault ended: "
+                f"connections {counts}, loads {[round(x, 1) for x in loads]}"
+            )
             return False
         await asyncio.sleep(0.1)

@@ -14,7 +14,7 @@ import json
 import random
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,13 +101,24 @@ class Stats:
 
 class ChaosRun:
     def __init__(
-        self, backend: Backend, run_dir: Path, *, rate: float, seed: int, balance: bool = True
+        self,
+        backend: Backend,
+        run_dir: Path,
+        *,
+        rate: float,
+        seed: int,
+        balance: bool = True,
+        balance_by: str = CONFIG.balance_by,
+        hot: Mapping[str, float] | None = None,
     ) -> None:
         self.backend = backend
         self.run_dir = run_dir
         self.rate = rate
-        # WSFLEET_BALANCE of every worker
+        # Connections that stream at a rate of their own (connection id -> messages a second).
+        self.hot = dict(hot or {})
+        # WSFLEET_BALANCE and WSFLEET_BALANCE_BY of every worker
         self.balance = balance and backend.name in BALANCE_ON
+        self.balance_by = balance_by
         self.rng = random.Random(seed)
         self.seed = seed
         self.workers: dict[str, WorkerHandle] = {}
@@ -170,6 +181,7 @@ class ChaosRun:
             **self.backend.environment(),
             **timing_env(self.backend.config),
             "WSFLEET_BALANCE": str(self.balance).lower(),
+            "WSFLEET_BALANCE_BY": self.balance_by,
             "WSFLEET_CHAOS_CONTROL": str(control),
             "WSFLEET_SERVICE_NAME": "chaos",
         }
@@ -279,7 +291,7 @@ class ChaosRun:
     async def start(self, connection_id: str) -> bool:
         if connection_id not in self.wanted:
             assert self._sim is not None
-            await self._sim.create(connection_id)
+            await self._sim.create(connection_id, self.hot.get(connection_id))
         began = now_ms()
         outcome = await self.backend.router.start(connection_id, self.url(connection_id))
         self.wanted[connection_id] = DesiredState.STARTED
@@ -296,6 +308,10 @@ class ChaosRun:
             self.stop_times.setdefault(connection_id, []).append(began)
         self.wanted[connection_id] = DesiredState.STOPPED
         return outcome.changed
+
+    def rate_of(self, connection_id: str) -> float:
+        """Messages a second the simulator streams on this connection."""
+        return self.hot.get(connection_id, self.rate)
 
     def started(self) -> list[str]:
         return sorted(c for c, s in self.wanted.items() if s is DesiredState.STARTED)

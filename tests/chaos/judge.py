@@ -229,7 +229,7 @@ async def _sink(
         verdict.checks += 1
         # Everything emitted before the final shutdown reached the sink, give or take what was
         # still in flight (one flush interval at the stream's rate).
-        if checkpoint < emitted - max(2, int(run.rate * 0.5)):
+        if checkpoint < emitted - max(2, int(run.rate_of(cid) * 0.5)):
             verdict.fail(cid, f"checkpoint {checkpoint} behind {emitted} emitted before shutdown")
 
 

@@ -3,7 +3,8 @@ backends (CHAOS_BACKENDS, default aws, embedded and postgres), each a fresh depl
 random faults — alone and overlapping — for CHAOS_RUN_MINUTES, until CHAOS_MINUTES have
 passed; every run is judged in full. The numbers (runs, faults, checks, worst recovery per
 fault) are printed at the end and written as JSON to CHAOS_REPORT (default
-build/chaos-soak.json)."""
+build/chaos-soak.json). CHAOS_BALANCE_BY=load soaks balancing by load, on skewed rates
+(tests/chaos/scenarios.py, HOT)."""
 
 import json
 import os
@@ -15,6 +16,7 @@ import pytest
 
 from entrypoints.devstack.service import ROOT
 from tests.chaos import sockets
+from tests.chaos.backends import CONFIG
 from tests.chaos.scenarios import SOAK_MENU, Outcome, describe, execute, soak_schedule
 
 pytestmark = [
@@ -27,6 +29,8 @@ MINUTES = float(os.environ.get("CHAOS_MINUTES", "10"))
 RUN_MINUTES = float(os.environ.get("CHAOS_RUN_MINUTES", "2.5"))
 BACKENDS = os.environ.get("CHAOS_BACKENDS", "aws,embedded,postgres").split(",")
 FAULTS = [name for name in os.environ.get("CHAOS_FAULTS", "").split(",") if name]
+# What the workers balance by (WSFLEET_BALANCE_BY); by load, two streams run hot.
+BALANCE_BY = os.environ.get("CHAOS_BALANCE_BY", CONFIG.balance_by)
 
 
 async def test_soak_keeps_every_promise_under_repeated_mixed_faults(
@@ -47,7 +51,9 @@ async def test_soak_keeps_every_promise_under_repeated_mixed_faults(
         run_dir.mkdir()
         seed = seeds.randrange(1_000_000)
         schedule = soak_schedule(minutes, FAULTS)
-        outcome = await execute(backend, run_dir, seed, schedule, aws, postgres=postgres)
+        outcome = await execute(
+            backend, run_dir, seed, schedule, aws, postgres=postgres, balance_by=BALANCE_BY
+        )
         runs.append(outcome)
         chaos_outcomes.append(outcome)
         if not outcome.ok:
