@@ -345,8 +345,9 @@ def _rebalance(ctx: WorkerContext, sessions: Sessions, keeper: SessionKeeper) ->
     if not sessions.writer.keeping_up():
         return
     count = sessions.balance.hand_off_now()
-    if count:
-        moved = sessions.hand_off(count)
+    moved = sessions.hand_off(count) if count else []
+    # By load, what moved in lately is held (Sessions.hand_off): a pass may move none.
+    if moved:
         log.info(
             "above this worker's share: handing off %d connections",
             len(moved),
