@@ -131,13 +131,14 @@ def band(level: float) -> float:
 
 
 def loads_of(sessions: Sequence[WorkerSession], now_ms: int) -> list[Load]:
-    """The live sessions' loads as last reported. A capacity of 0 (never reported) counts as
-    what the session holds: it is given nothing more and asked for nothing."""
+    """The live sessions' loads as last reported. A leaving session (capacity 0) stays in the
+    view with what it still holds and a capacity of 0: it takes nothing, and the others' levels
+    are the split of everything, its connections included, among themselves."""
     return [
         Load(
             s.session_id,
             s.held,
-            s.capacity if s.capacity > 0 else s.held,
+            s.capacity,
             s.updated_at_ms,
             s.rate_milli / 1000,
         )
@@ -269,7 +270,11 @@ def _share_by_load(
     held = sum(x.held for x in fleet)
     unit = sum(x.weight for x in fleet) / held if held else 1.0
     weights = {x.session_id: x.weight for x in fleet}
-    caps = {x.session_id: x.weight + max(0, x.capacity - x.held) * unit for x in fleet}
+    # A leaving worker (capacity 0) is bounded at nothing, as by count: its load is split.
+    caps = {
+        x.session_id: x.weight + max(0, x.capacity - x.held) * unit if x.capacity else 0.0
+        for x in fleet
+    }
     level = _fill(weights, caps, unplaced * unit)
 
     def band_of(sid: str) -> float:

@@ -45,7 +45,9 @@ class WorkerSession:
     a takeover that saw it dead can never be undone by a late renew.
 
     `held`, `capacity` and `rate_milli` (the smoothed messages a second its connections
-    receive, in thousandths) are the load its worker reported with its last renew."""
+    receive, in thousandths) are the load its worker reported with its last renew. A capacity
+    of 0 says the worker is leaving (shutting down: it takes nothing, and what it holds is
+    being handed over), as every renew of a shutting-down worker reports."""
 
     session_id: str
     version: int
@@ -68,6 +70,10 @@ class WorkerSession:
         # `status(now_ms) is LIVE`, without making the status: every worker asks it of every
         # session in each view of the fleet (millions of times a minute in the simulation).
         return self.ended_reason is None and self.expires_at_ms >= now_ms
+
+    @property
+    def leaving(self) -> bool:
+        return self.capacity == 0
 
     @property
     def expiry_noted(self) -> bool:

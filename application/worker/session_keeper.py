@@ -70,6 +70,8 @@ class SessionKeeper:
         self._fenced: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._backoff = Backoff(0.05 * ctx.config.heartbeat_interval_s, 1.0, ctx.rng)
         self.last_renewed: float | None = None  # monotonic, for the health check
+        # Shutting down: every renew from now on reports a capacity of 0 (WorkerSession.leaving).
+        self.leaving = False
 
     # -- the rule, read by every connection --------------------------------------------------
 
@@ -229,13 +231,16 @@ class SessionKeeper:
     def _opened_at(self) -> float:
         return self._ctx.clock.monotonic() if self.last_renewed is None else self.last_renewed
 
-    async def _renew(self, session_id: str) -> None:
+    async def _renew(self, session_id: str, *, again: bool = False) -> None:
         """One heartbeat, retried with back-off while trust lasts and no later heartbeat has
-        succeeded. A refusal fences everything."""
+        succeeded (`again`: until this one has, as the others may carry the report before a
+        change). A refusal fences everything."""
         ctx = self._ctx
         attempt = 0
         began = ctx.clock.monotonic()
-        while self.trusts(session_id) and (self.last_renewed is None or self.last_renewed < began):
+        while self.trusts(session_id) and (
+            again or self.last_renewed is None or self.last_renewed < began
+        ):
             started = ctx.clock.monotonic()
             now_ms = ctx.clock.now_ms()
             rate_milli = round(1000 * self._rate(now_ms))
@@ -244,7 +249,7 @@ class SessionKeeper:
                     session_id,
                     ctx.config.lease_ms,
                     min(self._load(), ctx.config.max_connections),
-                    ctx.config.max_connections,
+                    0 if self.leaving else ctx.config.max_connections,
                     now_ms,
                     rate_milli,
                 )
@@ -266,6 +271,18 @@ class SessionKeeper:
             self._deadline = max(self._deadline, started + self._trusted_s)
             self.last_renewed = max(self.last_renewed or started, started)
             return
+
+    async def leave(self) -> None:
+        """Say the worker is leaving: a renew now, and every renew after, reports a capacity of
+        0. Every other worker's next look at the fleet (a quarter of a heartbeat apart while it
+        holds back for the workers short of their share) then splits this one's connections
+        among themselves, so that their handoff hints find takers at once. A hint says it too,
+        but only to whoever receives one, and a worker holding back receives none (bench/
+        RESULTS.md section 35: the rolling deploy's hints waited 0.45 s for a first receive).
+        A failure only leaves that to the hints."""
+        self.leaving = True
+        if self.trusted:
+            await self._renew(self.session_id, again=True)
 
     async def end(self, reason: str) -> None:
         """Leave the fleet: whatever this worker still holds becomes an orphan at once.

@@ -180,13 +180,17 @@ class Worker:
         # is released; the rest for the last hints and metrics.
         stopped = asyncio.Event()
         hints = asyncio.create_task(self._hint_handed_over(stopped, began), name="shutdown-hints")
+        # Beside the drain: the fleet learns that this worker is leaving from its session too
+        # (SessionKeeper.leave), not only from the hints of those that receive one.
+        leave = asyncio.create_task(self.keeper.leave(), name="shutdown-leave")
         try:
             await self.sessions.stop_all(SessionEnd.SHUTDOWN, budget * 0.8)
             stopped.set()
             await first_completed(asyncio.wait([hints]), ctx.clock.sleep(budget * 0.1))
         finally:
-            hints.cancel()
-            await asyncio.gather(hints, return_exceptions=True)
+            for task in (hints, leave):
+                task.cancel()
+            await asyncio.gather(hints, leave, return_exceptions=True)
         await self._end_session("shutdown")
         await first_completed(ctx.metrics.flush(), ctx.clock.sleep(1.0))  # never raises
         poll = self._loops.get("poll")

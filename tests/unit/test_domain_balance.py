@@ -135,14 +135,32 @@ def test_a_worker_that_took_since_the_others_reported_is_not_held_back_by_its_sh
     assert share_of(caught_up, me, max_hand_offs=10, last_take_ms=1_400).hand_off == 6
 
 
-def test_only_live_sessions_count_and_unreported_capacity_asks_nothing() -> None:
+def test_only_live_sessions_count_and_a_leaving_one_keeps_its_capacity_of_0() -> None:
     sessions = [
         WorkerSession("w1", 1, expires_at_ms=10_000, held=30, capacity=100, updated_at_ms=9),
         WorkerSession("w2", 1, expires_at_ms=500, held=30, capacity=100),
         WorkerSession("w3", 1, expires_at_ms=10_000, held=7, capacity=0),
         WorkerSession("w4", 1, expires_at_ms=10_000, held=1, capacity=5, ended_reason="bye"),
     ]
-    assert loads_of(sessions, 1_000) == [Load("w1", 30, 100, 9), Load("w3", 7, 7, 0)]
+    assert sessions[2].leaving
+    assert not sessions[0].leaving
+    assert loads_of(sessions, 1_000) == [Load("w1", 30, 100, 9), Load("w3", 7, 0, 0)]
+
+
+@pytest.mark.parametrize("by_load", [False, True])
+def test_a_leaving_workers_connections_are_split_among_the_others(by_load: bool) -> None:
+    """A shutting-down worker reports a capacity of 0: the others' levels are the split of
+    everything, its connections too, so a worker at its share has room for its part of them
+    before any hint of the leaver's reaches it (a worker at its share receives none)."""
+    view = [Load("old", 10, 100), Load("me", 10, 100), Load("leaver", 10, 0)]
+    if by_load:
+        view = [attrs.evolve(x, rate=10.0 * x.held) for x in view]  # every connection alike
+
+    mine = share_of(view, view[1], max_hand_offs=10, by_load=by_load)
+
+    assert mine.level == pytest.approx(15 if not by_load else 165)
+    assert mine.room == 5
+    assert levels(view)["leaver"] == 0
 
 
 def test_a_negative_bound_is_refused() -> None:

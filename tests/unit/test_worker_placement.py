@@ -131,3 +131,47 @@ async def test_balancing_hands_off_a_connection_held_long_before_one_a_fault_jus
     await fleet.clock.run_until(lambda: fleet.owner_of("moved-in") == "w1", 5)
 
     assert w1.worker.sessions.hand_off(1) == ["held-long"]
+
+
+async def test_a_leaving_worker_says_so_in_its_session_and_every_worker_takes_its_part(
+    fleet: Fleet,
+) -> None:
+    """A rolling deploy's wave, as the simulation plays it: a newcomer starts, and two seconds
+    later an old worker gets SIGTERM. The newcomer is still short then, so the others hold
+    back for it, and they receive no hint; but with the leaver out of the split each of them
+    has room for a part of its connections, which only the leaver's session can tell them: a
+    renew reporting a capacity of 0 (SessionKeeper.leave). With the hints alone, the newcomer
+    took them all (0.46 s) and balancing moved two of them on."""
+    names = ("w1", "w2", "w3", "w4", "w5")
+    for name in names:
+        fleet.add_worker(name)
+    for i in range(40):
+        await fleet.start(f"c{i:02}")
+    await fleet.clock.run_until(lambda: all(len(fleet.streamed_by(n)) == 8 for n in names), 60)
+    await fleet.clock.advance(5)  # every view caught up
+    fleet.add_worker("w6")
+    # Half way: the newcomer holds 4 of its 6.7 and the others see it short, holding back for
+    # it (their room by share is 0). Out of the split, w1's 7 leave 8 to each of the others.
+    await fleet.clock.run_until(
+        lambda: (
+            len(fleet.streamed_by("w6")) >= 4
+            and all(fleet.members[n].worker.sessions.free == 0 for n in names)
+        ),
+        10,
+    )
+    moving = fleet.streamed_by("w1")
+    began = fleet.clock.now_ms()
+
+    fleet.members["w1"].worker.request_shutdown()
+    await fleet.clock.advance(0.05)
+    (leaver,) = [s for s in await fleet.store.list_sessions() if s.session_id.startswith("w1")]
+    took = await fleet.clock.run_until(
+        lambda: all(fleet.owner_of(c) not in (None, "w1") for c in moving), 30
+    )
+    await fleet.clock.advance(30)  # long enough for balancing to move anything it would
+
+    assert leaver.leaving  # said so while still live
+    assert leaver.ended_reason is None
+    assert took <= 1.0, took
+    moves = {cid: await _moves_since(fleet, cid, began) for cid in moving}
+    assert set(moves.values()) == {1}, moves
