@@ -336,7 +336,8 @@ class Balance:
         first (domain/balance.py `take_order`); None without a view."""
         if self._seen_at is None:
             return None
-        live = [load.session_id for load in self._loads]
+        # The leaving (capacity 0) take nothing: the others try their orphans first instead.
+        live = [load.session_id for load in self._loads if load.capacity > 0]
         return take_order(connection_ids, self._session_id(), live)
 
     def moving(self) -> bool:

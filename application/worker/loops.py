@@ -366,7 +366,8 @@ def _tended(listed: Sequence[WorkerSession], now_ms: int, me: str) -> list[Worke
     one survivor each, so an AZ loss's leftovers cost each survivor its few, not every one.
     Should two views disagree, two see to one (every step below is idempotent) or none does
     until the next scan."""
-    live = [s.session_id for s in listed if s.is_live(now_ms)]
+    # Not a leaving one (WorkerSession.leaving): it takes nothing more.
+    live = [s.session_id for s in listed if s.is_live(now_ms) and not s.leaving]
     dead = [s for s in listed if not s.is_live(now_ms)]
     tenders = tended_by((s.session_id for s in dead), live)
     return [s for s in dead if tenders.get(s.session_id) == me]

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from adapters.faults.store import FaultInjectingStore
 from adapters.memory.clock import FakeClock
 from application.ports import ConnectionStore
+from application.worker.loops import _tended
 from application.worker.session_keeper import worker_of
+from domain import WorkerSession
 from domain.balance import tended_by
 from tests.support.fleet import Fleet
 
@@ -80,3 +82,16 @@ async def test_each_dead_session_is_asked_for_its_stops_by_the_survivor_that_ten
             assert layers[name].most_open == len(tends[name]), (name, layers[name].most_open)
     finally:
         await fleet.close()
+
+
+def test_a_leaving_worker_tends_no_dead_session() -> None:
+    """A shutting-down worker (its session reporting a capacity of 0) takes nothing more: the
+    dead sessions it would have tended are the live others'."""
+    now = 10_000
+    leaver = WorkerSession("leaver#1", 1, expires_at_ms=now + 4_000, held=5, capacity=0)
+    staying = WorkerSession("staying#1", 1, expires_at_ms=now + 4_000, held=5, capacity=100)
+    dead = [WorkerSession(f"d{i:02}#1", 1, expires_at_ms=now - 1) for i in range(20)]
+    listed = [leaver, staying, *dead]
+
+    assert _tended(listed, now, leaver.session_id) == []
+    assert _tended(listed, now, staying.session_id) == dead
