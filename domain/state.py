@@ -73,6 +73,7 @@ class WorkerSession:
 
     @property
     def leaving(self) -> bool:
+        """Its worker is shutting down: it reported a capacity of 0."""
         return self.capacity == 0
 
     @property
