@@ -223,9 +223,12 @@ async def _take_hinted(
 
 
 def _declined_pause(cfg: WorkerConfig, sessions: Sessions) -> float:
-    """How long the poll loop waits before it receives again, having declined: full, a while;
-    at its share, until a look at the fleet may have changed its answer."""
-    if sessions.full:
+    """How long the poll loop waits before it receives again, having declined: at capacity, a
+    while; at its share, until a look at the fleet may have changed its answer; without a
+    trusted session, as long (a new one is a round trip away: a worker back from a freeze
+    opened one 33 ms after fencing, and waited out the capacity pause before taking the
+    handoffs meant for it)."""
+    if sessions.at_capacity:
         return cfg.capacity_pause_s
     return min(DECLINED_RECHECK_BEATS * cfg.heartbeat_interval_s, cfg.capacity_pause_s)
 

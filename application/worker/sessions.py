@@ -96,6 +96,11 @@ class Sessions:
         """No room whatever the balance: at capacity, or no trusted session."""
         return self.capacity_free <= 0
 
+    @property
+    def at_capacity(self) -> bool:
+        """Holding (or acquiring) as many as it may, trusted or not."""
+        return self._held() >= self._ctx.config.max_connections
+
     def _held(self) -> int:
         return len(self._running) + len(self._acquiring)
 

@@ -4,6 +4,7 @@ hint's latency rather than at someone's next scan (found by tests/chaos). A shut
 worker's hints reach a survivor even if their first send is caught by a dead worker's poll."""
 
 from application.hints import REPEAT_S
+from application.worker.loops import _declined_pause
 from application.worker.session_keeper import worker_of
 from domain import LeaseAcquired, LeaseReleased
 from tests.support.fleet import Fleet
@@ -52,3 +53,24 @@ async def test_a_handoff_hint_lost_to_a_dead_workers_poll_reaches_a_survivor_in_
     took_s = fleet.clock.monotonic() - began
     assert took_s < REPEAT_S, f"taken {took_s:.2f}s after the shutdown began"
     assert not b.task.done()
+
+
+async def test_a_worker_without_a_trusted_session_looks_again_soon_not_after_a_capacity_pause(
+    fleet: Fleet,
+) -> None:
+    """The hint loop paused a whole capacity pause (5 s; 2.5 s at the chaos suite's timings)
+    whenever it found no room, and a worker without a trusted session has none: a worker back
+    from a freeze opened a new session 33 ms after fencing its old one, and the balancing
+    handoffs meant for it (it held nothing) waited out the pause, 1.8 s, which the soak counted
+    as coverage lost. Untrusted is not full: the loop looks again every quarter heartbeat, so a
+    new session takes its hints within one."""
+    a = fleet.add_worker("a")
+    await fleet.clock.advance(2)
+    cfg = fleet.config
+    assert _declined_pause(cfg, a.worker.sessions) < cfg.capacity_pause_s  # room, trusted
+
+    a.store.outage = True  # renewals fail until trust runs out; a new session is refused too
+    await fleet.clock.run_until(lambda: not a.worker.keeper.trusted, 30)
+
+    assert a.worker.sessions.full  # no room at all while untrusted
+    assert _declined_pause(cfg, a.worker.sessions) <= cfg.heartbeat_interval_s / 4
