@@ -53,6 +53,7 @@ from domain.events import (
 from domain.evolve import evolve, fold
 from domain.identifiers import validate_connection_id, validate_session_id, validate_ws_url
 from domain.state import (
+    LEAVING_CAPACITY,
     NO_OWNER,
     Connection,
     DesiredState,
@@ -64,6 +65,7 @@ from domain.state import (
 )
 
 __all__ = [
+    "LEAVING_CAPACITY",
     "NO_OWNER",
     "OWNERSHIP_EVENTS",
     "SESSION_LOG_EVENTS",

@@ -39,7 +39,7 @@ from collections.abc import Collection, Iterable, Sequence
 
 import attrs
 
-from domain.state import WorkerSession
+from domain.state import LEAVING_CAPACITY, WorkerSession
 
 BAND_SHARE = 0.1  # of the level: the hysteresis band (at least one connection)
 # By load: messages a second that cost as much as holding one connection open (a connection
@@ -96,6 +96,11 @@ class Load:
     capacity: int
     reported_at_ms: int = 0
     rate: float = 0.0  # messages a second received over all its connections, smoothed
+
+    @property
+    def leaving(self) -> bool:
+        """Its worker is shutting down (`WorkerSession.leaving`): it takes nothing."""
+        return self.capacity == LEAVING_CAPACITY
 
     @property
     def weight(self) -> float:
@@ -272,7 +277,7 @@ def _share_by_load(
     weights = {x.session_id: x.weight for x in fleet}
     # A leaving worker (capacity 0) is bounded at nothing, as by count: its load is split.
     caps = {
-        x.session_id: x.weight + max(0, x.capacity - x.held) * unit if x.capacity else 0.0
+        x.session_id: 0.0 if x.leaving else x.weight + max(0, x.capacity - x.held) * unit
         for x in fleet
     }
     level = _fill(weights, caps, unplaced * unit)

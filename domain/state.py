@@ -38,6 +38,10 @@ class SessionStatus(enum.Enum):
     ENDED = "ENDED"  # ended on purpose (graceful exit, or a death that is known for certain)
 
 
+# The capacity a shutting-down worker reports with every renew (`WorkerSession.leaving`).
+LEAVING_CAPACITY = 0
+
+
 @attrs.frozen
 class WorkerSession:
     """One worker process's membership of the fleet. Renewed on the heartbeat; once expired or
@@ -74,7 +78,7 @@ class WorkerSession:
     @property
     def leaving(self) -> bool:
         """Its worker is shutting down: it reported a capacity of 0."""
-        return self.capacity == 0
+        return self.capacity == LEAVING_CAPACITY
 
     @property
     def expiry_noted(self) -> bool:

@@ -34,7 +34,7 @@ import attrs
 
 from application.ports import HintOrigin
 from application.worker.context import WorkerContext
-from domain import WorkerSession
+from domain import LEAVING_CAPACITY, WorkerSession
 from domain.balance import Load, Share, loads_of, take_order
 from domain.balance_view import FleetView
 
@@ -220,7 +220,8 @@ class Balance:
         loads: list[Load] = []
         for load in self._loads:
             if load.session_id in self._leaving:
-                load = attrs.evolve(load, capacity=0)  # it takes nothing: out of the split
+                # It takes nothing: out of the split, as its session will say (Load.leaving).
+                load = attrs.evolve(load, capacity=LEAVING_CAPACITY)
             taken = sum(
                 1 for t in self._taken_from.get(load.session_id, ()) if t > load.reported_at_ms
             )
@@ -336,8 +337,8 @@ class Balance:
         first (domain/balance.py `take_order`); None without a view."""
         if self._seen_at is None:
             return None
-        # The leaving (capacity 0) take nothing: the others try their orphans first instead.
-        live = [load.session_id for load in self._loads if load.capacity > 0]
+        # The leaving take nothing: the others try their orphans first instead.
+        live = [load.session_id for load in self._loads if not load.leaving]
         return take_order(connection_ids, self._session_id(), live)
 
     def moving(self) -> bool:

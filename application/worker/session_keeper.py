@@ -25,7 +25,7 @@ from application.errors import StoreUnavailable, WorkerIdInUse
 from application.ports.metrics import LEASES_LOST, RENEW_LATENCY_MS, SELF_FENCES, STORE_ERRORS
 from application.worker.backoff import Backoff
 from application.worker.context import WorkerContext
-from domain import InvalidCommand, WorkerSession
+from domain import LEAVING_CAPACITY, InvalidCommand, WorkerSession
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -249,7 +249,7 @@ class SessionKeeper:
                     session_id,
                     ctx.config.lease_ms,
                     min(self._load(), ctx.config.max_connections),
-                    0 if self.leaving else ctx.config.max_connections,
+                    LEAVING_CAPACITY if self.leaving else ctx.config.max_connections,
                     now_ms,
                     rate_milli,
                 )
