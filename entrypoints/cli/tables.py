@@ -95,13 +95,12 @@ def sessions_table(
         if session.ended_reason is not None:
             status += f" ({session.ended_reason})"
             expires = "-"
-        elif session.leaving and left_s >= 0:
-            status += " (leaving)"  # shutting down: handing its connections over
-            expires = f"in {left_s:.1f}s"
         elif left_s < 0:
             expires = f"{-left_s:.1f}s ago"
         else:
             expires = f"in {left_s:.1f}s"
+            if session.leaving:
+                status += " (leaving)"  # shutting down: handing its connections over
         table.add_row(
             session.session_id,
             status,
