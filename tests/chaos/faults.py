@@ -507,7 +507,6 @@ async def balanced_within(run: ChaosRun, since_ms: int, bound_s: float) -> bool:
     load, so "the busiest receives at most 1.25 times the mean" (issue 27) is the bench's
     target (`balance-skew`, 40 streams), not this judge's."""
     run.stats.checks += 1
-    counts: list[int] = []
     while True:
         if run.coverage_problems(await run.records()):
             await run.wait_covered("balancing handoff", now_ms(), HANDOFF_BOUND_S)
