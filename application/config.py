@@ -74,6 +74,11 @@ class WorkerConfig:
     # lease); one below it takes. Off: nobody hands off to balance, and anyone takes.
     balance: bool = True
     balance_handoffs_per_pass: int = attrs.field(default=10, validator=_positive)
+    # A new worker is handed nothing to balance for this long after its session opened: it
+    # takes its share of what comes meanwhile (STARTs, orphans, a rolling deploy's leavers'
+    # connections, which then move once). Longer than a deploy's start-to-SIGTERM: ECS stops
+    # an old task once the new one's health check passes (infra: every 15 s).
+    join_grace_s: float = attrs.field(default=30.0, validator=attrs.validators.ge(0))
     # What is balanced: "count" (connections) or "load" (connections weighted by their
     # smoothed message rates, domain/balance.py `cost`). docs/decisions.md says why count is
     # the default.
@@ -111,6 +116,7 @@ class WorkerConfig:
             poison_backoff_base_s=self.poison_backoff_base_s * factor,
             poison_backoff_max_s=self.poison_backoff_max_s * factor,
             upstream_healthy_s=self.upstream_healthy_s * factor,
+            join_grace_s=self.join_grace_s * factor,
             ingest_flush_interval_s=self.ingest_flush_interval_s * factor,
             metrics_interval_s=self.metrics_interval_s * factor,
         )

@@ -96,6 +96,9 @@ class Load:
     capacity: int
     reported_at_ms: int = 0
     rate: float = 0.0  # messages a second received over all its connections, smoothed
+    # Its session opened within the join grace: nobody hands off to balance toward it yet
+    # (`share_of`), while it takes its share of what comes (a deploy's leavers').
+    joining: bool = False
 
     @property
     def leaving(self) -> bool:
@@ -135,7 +138,7 @@ def band(level: float) -> float:
     return max(1.0, BAND_SHARE * level)
 
 
-def loads_of(sessions: Sequence[WorkerSession], now_ms: int) -> list[Load]:
+def loads_of(sessions: Sequence[WorkerSession], now_ms: int, join_grace_ms: int = 0) -> list[Load]:
     """The live sessions' loads as last reported. A leaving session (capacity 0) stays in the
     view with what it still holds and a capacity of 0: it takes nothing, and the others' levels
     are the split of everything, its connections included, among themselves."""
@@ -146,6 +149,7 @@ def loads_of(sessions: Sequence[WorkerSession], now_ms: int) -> list[Load]:
             s.capacity,
             s.updated_at_ms,
             s.rate_milli / 1000,
+            now_ms - s.opened_at_ms < join_grace_ms,
         )
         for s in sessions
         if s.is_live(now_ms)
@@ -226,6 +230,38 @@ def share_of(
     if max_hand_offs < 0:
         raise ValueError(f"max_hand_offs must not be negative, got {max_hand_offs}")
     fleet = [load for load in loads if load.session_id != me.session_id] + [me]
+    asks = (max_hand_offs, settle_after_ms, last_take_ms, unplaced, by_load)
+    share = _share(fleet, me, *asks)
+    # Handing off reads the fleet without the sessions in their join grace; taking reads it
+    # all, so the others hold back for a newcomer and what comes goes to it.
+    if len(settled := [x for x in fleet if not x.joining or x is me]) < len(fleet):
+        share = joined(share, _share(settled, me, *asks))
+    return share
+
+
+def joined(share: Share, settled: Share) -> Share:
+    """`share`, its handing off as `settled` (the share in the fleet without the sessions
+    still in their join grace) has it."""
+    return attrs.evolve(
+        share,
+        imbalanced=settled.imbalanced,
+        hand_off=settled.hand_off,
+        excess=settled.excess,
+        band=settled.band,
+        weight=settled.weight,
+        others=settled.others,
+    )
+
+
+def _share(
+    fleet: Sequence[Load],
+    me: Load,
+    max_hand_offs: int,
+    settle_after_ms: int,
+    last_take_ms: int,
+    unplaced: int,
+    by_load: bool,
+) -> Share:
     if by_load:
         return _share_by_load(fleet, me, max_hand_offs, settle_after_ms, last_take_ms, unplaced)
     level = levels(fleet, unplaced)

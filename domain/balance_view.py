@@ -19,7 +19,7 @@ import bisect
 from collections import Counter
 from collections.abc import Sequence
 
-from domain.balance import Load, Share, band, share_of
+from domain.balance import Load, Share, band, joined, share_of
 
 
 class _Group:
@@ -68,6 +68,12 @@ class FleetView:
         self._capacity = sum(capacities)
         self._n = len(others)
         self._reported = min([x.reported_at_ms for x in others], default=None)
+        # Without the sessions in their join grace: what handing off reads (`share_of`).
+        self._settled = (
+            FleetView([x for x in loads if not x.joining or x.session_id == me_id], me_id)
+            if any(x.joining for x in others)
+            else None
+        )
 
     def share(
         self,
@@ -111,7 +117,7 @@ class FleetView:
         held_back = caught_up and (short or (imbalanced and me.held > mine))
         room = min(free, max(0, mine - me.held)) if held_back else free
         takeover_room = min(free, unplaced, max(0, mine - me.held))
-        return Share(
+        share = Share(
             mine_level,
             mine,
             imbalanced,
@@ -120,6 +126,18 @@ class FleetView:
             takeover_room,
             excess=float(me.held - mine),
             band=band(mine_level),
+        )
+        if self._settled is None:
+            return share
+        return joined(
+            share,
+            self._settled.share(
+                me,
+                max_hand_offs=max_hand_offs,
+                settle_after_ms=settle_after_ms,
+                last_take_ms=last_take_ms,
+                unplaced=unplaced,
+            ),
         )
 
     def _counts(self, me: Load) -> list[tuple[int, int]]:

@@ -156,7 +156,7 @@ class Balance:
         # The last view, only to tell who just died (each walk of the fleet here is made by
         # every worker at every look: made only when needed).
         before = {load.session_id: load for load in self._view()} if dead else {}
-        self._loads = loads_of(sessions, now_ms)
+        self._loads = loads_of(sessions, now_ms, int(self._ctx.config.join_grace_s * 1000))
         if self._taken_from:
             reported = {load.session_id: load.reported_at_ms for load in self._loads}
             self._taken_from = {

@@ -47,7 +47,10 @@ async def bring_up(sim: SimFleet, settle_s: float, workers: int, placed: bool = 
     began = sim.clock.monotonic()
     await (sim.start_placed() if placed else sim.start_all())
     took = await sim.run_until_streaming(RECOVER_TIMEOUT_S)
-    await sim.clock.advance(settle_s, step_s=0.05)
+    # Balancing evens out the random placement only once the workers are past their join
+    # grace (nobody hands a new worker anything before): the settle counts from its end.
+    grace_left = sim.config.join_grace_s - (sim.clock.monotonic() - began + 2.0)
+    await sim.clock.advance(max(0.0, grace_left) + settle_s, step_s=0.05)
     log.info(
         "%d workers x %d connections up in %.1f virtual s (wall %.0f s)",
         sim.size.workers,

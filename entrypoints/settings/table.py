@@ -650,6 +650,13 @@ _WORKER_MEANINGS: dict[str, tuple[Kind, str]] = {
         "The most connections a worker hands off to balance per look at the fleet (about "
         "once a session lease).",
     ),
+    "join_grace_s": (
+        Number(integer=False, minimum=0),
+        "Seconds after a worker's session opens during which nobody hands it connections to "
+        "balance; it takes its share of new, orphaned and leaving workers' connections. Set it "
+        "above a rolling deploy's start-to-SIGTERM time, so each connection moves once. 0: "
+        "balance toward a new worker at once.",
+    ),
     "balance_by": (
         Choice("count", "load"),
         "What balancing evens out: `count`, connections; `load`, connections weighted by what "

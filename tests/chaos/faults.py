@@ -459,9 +459,10 @@ async def join_during_faults(run: ChaosRun, *, joining: int = 2) -> None:
     """Workers join while every store call is slow or throttled (issue 14). While the fault
     lasts, ownership may be lost (as in store_hiccups: counted, not a violation); once it ends,
     every connection is owned again within the crash bound, the fleet is within its bands (10 %,
-    or one connection, of the mean) within BALANCE_BOUND_S with every balancing handoff healed
-    within the handoff bound, and then nothing moves (no oscillation). The newcomers then leave
-    by SIGTERM (a scale-in), so a soak does not grow the fleet."""
+    or one connection, of the mean) within BALANCE_BOUND_S (from the end of the fault or of the
+    newcomers' join grace, whichever is later) with every balancing handoff healed within the
+    handoff bound, and then nothing moves (no oscillation). The newcomers then leave by SIGTERM
+    (a scale-in), so a soak does not grow the fleet."""
     if not run.balance:
         run.notes.append("join during faults skipped: balancing is off on this backend")
         return
@@ -470,6 +471,9 @@ async def join_during_faults(run: ChaosRun, *, joining: int = 2) -> None:
     await asyncio.gather(*(run.set_faults(w, **spec) for w in before))
     run.stats.fault(f"{kind} (background)")
     newcomers = await run.add_workers(joining)
+    # Nobody hands a newcomer a connection to balance within its join grace (it takes what
+    # comes): balance is judged from the later of its end and the fault's.
+    grace_ends = now_ms() + int(run.backend.config.join_grace_s * 1000)
     await asyncio.gather(*(run.set_faults(w, **spec) for w in newcomers))
     run.stats.fault(f"{joining} workers join")
     try:
@@ -479,7 +483,8 @@ async def join_during_faults(run: ChaosRun, *, joining: int = 2) -> None:
         await asyncio.gather(*(run.set_faults(w) for w in run.serving()))
     lifted = now_ms()
     await run.wait_covered(f"after join during {kind}", lifted, CRASH_BOUND_S)
-    if not await balanced_within(run, lifted, BALANCE_BOUND_S):
+    await asyncio.sleep(max(0, grace_ends - now_ms()) / 1000)
+    if not await balanced_within(run, max(lifted, grace_ends), BALANCE_BOUND_S):
         return
     quiet = {cid: r["connects"] for cid, r in (await run.records()).items()}
     await run.hold_covered("balanced fleet", LEASE_S * 2, required=True)

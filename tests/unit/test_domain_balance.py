@@ -163,6 +163,35 @@ def test_a_leaving_workers_connections_are_split_among_the_others(by_load: bool)
     assert levels(view)["leaver"] == 0
 
 
+@pytest.mark.parametrize("by_load", [False, True])
+def test_nobody_hands_off_toward_a_worker_in_its_join_grace_yet_all_hold_back_for_it(
+    by_load: bool,
+) -> None:
+    """A new worker's session within its join grace: the others, at their share without it,
+    hand it nothing; with it they are above theirs, so they take nothing either, and what
+    comes (a rolling deploy's leaver's connections) goes to it."""
+    view = [Load("old", 20, 100), Load("me", 20, 100), Load("new", 0, 100, joining=True)]
+
+    mine = share_of(view, view[1], max_hand_offs=10, by_load=by_load)
+    after = share_of([*view[:2], attrs.evolve(view[2], joining=False)], view[1], max_hand_offs=10)
+    new = share_of(view, view[2], max_hand_offs=10, by_load=by_load)
+
+    assert (mine.hand_off, mine.imbalanced, mine.room) == (0, False, 0)
+    assert (after.hand_off, after.imbalanced) == (6, True)  # past the grace: balanced toward
+    assert new.room == 13
+    assert new.imbalanced
+
+
+def test_a_session_opened_within_the_join_grace_is_joining() -> None:
+    sessions = [
+        WorkerSession("old", 1, expires_at_ms=90_000, opened_at_ms=1_000),
+        WorkerSession("new", 1, expires_at_ms=90_000, opened_at_ms=31_001),
+    ]
+    assert [x.joining for x in loads_of(sessions, 61_000, join_grace_ms=30_000)] == [False, True]
+    assert [x.joining for x in loads_of(sessions, 61_001, join_grace_ms=30_000)] == [False, False]
+    assert not any(x.joining for x in loads_of(sessions, 31_001))
+
+
 def test_a_negative_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="max_hand_offs"):
         share(fleet(1), "w1", max_hand_offs=-1)

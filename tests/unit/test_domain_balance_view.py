@@ -50,6 +50,7 @@ def views(draw: st.DrawFn) -> tuple[list[Load], Load, Ask]:
             draw(st.integers(0, 130)),
             draw(CAPACITIES),
             reported_at_ms=draw(st.integers(0, 10)),
+            joining=draw(st.booleans()) and draw(st.booleans()),  # in its join grace
         )
         for i in range(n)
     ]

@@ -59,8 +59,9 @@ async def test_three_joining_workers_take_their_share_gracefully(fleet: Fleet) -
         fleet.add_worker(name)
     took = await fleet.clock.run_until(lambda: balanced(fleet, 30), 60)
 
-    # About one look at the fleet (a lease) to see the newcomers, then a hint each.
-    assert took <= 3 * DEFAULT_CONFIG.lease_ms / 1000, loads(fleet)
+    # Their join grace, then about one look at the fleet (a lease) to see the newcomers
+    # past it, and a hint each.
+    assert took <= DEFAULT_CONFIG.join_grace_s + 3 * DEFAULT_CONFIG.lease_ms / 1000, loads(fleet)
     moved = handoffs(fleet) - before
     assert 12 <= moved <= 18, moved  # 15 is the fewest that reach 5 each
     assert all(len(fleet.streamed_by(n)) >= 4 for n in NEW)
@@ -105,7 +106,9 @@ async def test_a_worker_full_at_its_capacity_is_given_no_share_above_it(fleet: F
     small = attrs.evolve(DEFAULT_CONFIG, max_connections=4)
     urls = await three_workers_holding(fleet, 30)
     fleet.add_worker("small", config=small)
-    await fleet.clock.run_until(lambda: len(fleet.streamed_by("small")) == 4, 30)
+    await fleet.clock.run_until(
+        lambda: len(fleet.streamed_by("small")) == 4, small.join_grace_s + 30
+    )
     await fleet.clock.advance(30)
     assert len(fleet.streamed_by("small")) == 4
     assert sorted(len(fleet.streamed_by(n)) for n in OLD) == [8, 9, 9]

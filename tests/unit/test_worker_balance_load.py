@@ -84,7 +84,7 @@ async def test_hot_feeds_piled_on_one_worker_are_spread_by_load_and_then_stay(
     settled = handoffs(fleet)
     await fleet.clock.advance(120)
 
-    assert took <= 120
+    assert took <= DEFAULT_CONFIG.join_grace_s + 120  # the newcomers' join grace, then load
     assert spread_out(fleet, total), messages_per_s(fleet)
     assert handoffs(fleet) == settled, "balancing keeps moving connections"
     assert fleet.sink.rewrites == 0, "a message was stored twice"

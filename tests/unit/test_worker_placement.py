@@ -6,6 +6,8 @@ from application.worker.balance import PLACEMENT_GRACE_BEATS
 from domain import LeaseAcquired, LeaseTakenOver
 from tests.support.fleet import Fleet
 
+HEALTHY_S = 8  # the new worker's health check passed: ECS SIGTERMs an old one
+
 
 async def _three_balanced(fleet: Fleet, count: int = 30) -> list[str]:
     for name in ("w1", "w2", "w3"):
@@ -22,6 +24,17 @@ async def _three_balanced(fleet: Fleet, count: int = 30) -> list[str]:
     # placement then splits more than there is: noted in docs/decisions.md).
     await fleet.clock.advance(5)
     return ids
+
+
+async def _five_balanced(fleet: Fleet) -> tuple[str, ...]:
+    names = ("w1", "w2", "w3", "w4", "w5")
+    for name in names:
+        fleet.add_worker(name)
+    for i in range(40):
+        await fleet.start(f"c{i:02}")
+    await fleet.clock.run_until(lambda: all(len(fleet.streamed_by(n)) == 8 for n in names), 60)
+    await fleet.clock.advance(fleet.config.join_grace_s + 5)  # every view caught up
+    return names
 
 
 async def _moves_since(fleet: Fleet, cid: str, since_ms: int) -> int:
@@ -136,28 +149,23 @@ async def test_balancing_hands_off_a_connection_held_long_before_one_a_fault_jus
 async def test_a_leaving_worker_says_so_in_its_session_and_every_worker_takes_its_part(
     fleet: Fleet,
 ) -> None:
-    """A rolling deploy's wave, as the simulation plays it: a newcomer starts, and two seconds
-    later an old worker gets SIGTERM. The newcomer is still short then, so the others hold
-    back for it, and they receive no hint; but with the leaver out of the split each of them
-    has room for a part of its connections, which only the leaver's session can tell them: a
-    renew reporting a capacity of 0 (SessionKeeper.leave). With the hints alone, the newcomer
-    took them all (0.46 s) and balancing moved two of them on."""
-    names = ("w1", "w2", "w3", "w4", "w5")
-    for name in names:
-        fleet.add_worker(name)
-    for i in range(40):
-        await fleet.start(f"c{i:02}")
-    await fleet.clock.run_until(lambda: all(len(fleet.streamed_by(n)) == 8 for n in names), 60)
-    await fleet.clock.advance(5)  # every view caught up
+    """A rolling deploy's wave, its SIGTERM past the newcomer's join grace. The newcomer is
+    still short then, so the others hold back for it, and they receive no hint; but with the
+    leaver out of the split each of them has room for a part of its connections, which only
+    the leaver's session can tell them: a renew reporting a capacity of 0
+    (SessionKeeper.leave). With the hints alone, the newcomer took them all (0.46 s) and
+    balancing moved two of them on."""
+    names = await _five_balanced(fleet)
     fleet.add_worker("w6")
-    # Half way: the newcomer holds 4 of its 6.7 and the others see it short, holding back for
-    # it (their room by share is 0). Out of the split, w1's 7 leave 8 to each of the others.
+    # Past its join grace balancing hands it its share. Half way: the newcomer holds 4 of its
+    # 6.7 and the others see it short, holding back for it (their room by share is 0). Out
+    # of the split, w1's 7 leave 8 to each of the others.
     await fleet.clock.run_until(
         lambda: (
             len(fleet.streamed_by("w6")) >= 4
             and all(fleet.members[n].worker.sessions.free == 0 for n in names)
         ),
-        10,
+        fleet.config.join_grace_s + 10,
     )
     moving = fleet.streamed_by("w1")
     began = fleet.clock.now_ms()
@@ -175,3 +183,31 @@ async def test_a_leaving_worker_says_so_in_its_session_and_every_worker_takes_it
     assert took <= 1.0, took
     moves = {cid: await _moves_since(fleet, cid, began) for cid in moving}
     assert set(moves.values()) == {1}, moves
+
+
+async def test_a_deploys_wave_within_the_join_grace_moves_each_connection_once(
+    fleet: Fleet,
+) -> None:
+    """A rolling deploy's wave: a newcomer starts, and once its health check passes
+    (`HEALTHY_S`) an old worker gets SIGTERM. Within its join grace nobody hands the newcomer a
+    connection to balance, so it is short by a whole share when the leaver's connections come,
+    takes them all, and nothing else moves. Balanced toward at once, the newcomer held part
+    of its share by then, the leaver's connections spread over every worker with room, and
+    over a whole deploy a connection moved up to four times (bench/RESULTS.md section 36)."""
+    names = await _five_balanced(fleet)
+    began = fleet.clock.now_ms()
+    fleet.add_worker("w6")
+    await fleet.clock.advance(HEALTHY_S)
+    moving = fleet.streamed_by("w1")
+
+    fleet.members["w1"].worker.request_shutdown()
+    took = await fleet.clock.run_until(
+        lambda: all(fleet.owner_of(c) not in (None, "w1") for c in moving), 10
+    )
+    await fleet.clock.advance(fleet.config.join_grace_s + 30)  # past the grace, and settled
+
+    assert took <= 1.0, took
+    moved = {f"c{i:02}": await _moves_since(fleet, f"c{i:02}", began) for i in range(40)}
+    assert {cid for cid, n in moved.items() if n} == set(moving), moved
+    assert set(moved[cid] for cid in moving) == {1}, moved
+    assert [len(fleet.streamed_by(n)) for n in (*names[1:], "w6")] == [8] * 5
