@@ -21,6 +21,11 @@ excess back and forth.
   load is counted now, the others' as of their last report, so in a burst each worker sees
   itself above a target the others seem far below, and all of them would decline the same
   hints until their next reports.
+- **Join grace**: a session opened less than the join grace ago (`Load.joining`) is left out
+  of the fleet that handing off reads (`hand_off`, `imbalanced`, `excess`), not of the one
+  that taking reads: nobody hands a newcomer anything to balance, yet everyone's share counts
+  it, so the others hold back and what comes (STARTs, orphans, a rolling deploy's leavers'
+  connections) goes to it, in one move.
 - **By load** (`by_load`, issue 27): the same rule on what connections cost instead of how
   many there are. A connection weighs `cost(rate)` = 1 + its messages a second /
   `MESSAGES_PER_CONNECTION`: holding one open costs as much as receiving that many messages a
@@ -226,7 +231,8 @@ def share_of(
     reported after it, the view may miss what the others took meanwhile, so it neither holds
     taking back nor asks for a handoff. `unplaced`: connections of dead sessions not yet
     taken, counted into the split: `takeover_room` is this worker's part of them. `by_load`:
-    balance what the connections cost (`Load.weight`), not how many (`_share_by_load`)."""
+    balance what the connections cost (`Load.weight`), not how many (`_share_by_load`). The
+    loads that are `joining` count for taking only (`joined`)."""
     if max_hand_offs < 0:
         raise ValueError(f"max_hand_offs must not be negative, got {max_hand_offs}")
     fleet = [load for load in loads if load.session_id != me.session_id] + [me]

@@ -42,6 +42,7 @@ async def bring_up(sim: SimFleet, settle_s: float, workers: int, placed: bool = 
     """Start `workers` workers, then every connection, each worker taking its share at once
     (`placed`, SimFleet.start_placed) or through the router's hints (SimFleet.start_all);
     returns virtual seconds until all stream."""
+    added = sim.clock.monotonic()
     sim.add_workers(workers)
     await sim.clock.advance(2.0, step_s=0.05)  # every session opened and renewed once
     began = sim.clock.monotonic()
@@ -49,7 +50,7 @@ async def bring_up(sim: SimFleet, settle_s: float, workers: int, placed: bool = 
     took = await sim.run_until_streaming(RECOVER_TIMEOUT_S)
     # Balancing evens out the random placement only once the workers are past their join
     # grace (nobody hands a new worker anything before): the settle counts from its end.
-    grace_left = sim.config.join_grace_s - (sim.clock.monotonic() - began + 2.0)
+    grace_left = sim.config.join_grace_s - (sim.clock.monotonic() - added)
     await sim.clock.advance(max(0.0, grace_left) + settle_s, step_s=0.05)
     log.info(
         "%d workers x %d connections up in %.1f virtual s (wall %.0f s)",
