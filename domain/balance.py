@@ -236,12 +236,13 @@ def share_of(
     if max_hand_offs < 0:
         raise ValueError(f"max_hand_offs must not be negative, got {max_hand_offs}")
     fleet = [load for load in loads if load.session_id != me.session_id] + [me]
-    asks = (max_hand_offs, settle_after_ms, last_take_ms, unplaced, by_load)
-    share = _share(fleet, me, *asks)
+    rule = _share_by_load if by_load else _share_by_count
+    asks = (max_hand_offs, settle_after_ms, last_take_ms, unplaced)
+    share = rule(fleet, me, *asks)
     # Handing off reads the fleet without the sessions in their join grace; taking reads it
     # all, so the others hold back for a newcomer and what comes goes to it.
     if len(settled := [x for x in fleet if not x.joining or x is me]) < len(fleet):
-        share = joined(share, _share(settled, me, *asks))
+        share = joined(share, rule(settled, me, *asks))
     return share
 
 
@@ -259,17 +260,14 @@ def joined(share: Share, settled: Share) -> Share:
     )
 
 
-def _share(
+def _share_by_count(
     fleet: Sequence[Load],
     me: Load,
     max_hand_offs: int,
     settle_after_ms: int,
     last_take_ms: int,
     unplaced: int,
-    by_load: bool,
 ) -> Share:
-    if by_load:
-        return _share_by_load(fleet, me, max_hand_offs, settle_after_ms, last_take_ms, unplaced)
     level = levels(fleet, unplaced)
     target = targets(fleet, unplaced)
     imbalanced = any(abs(x.held - level[x.session_id]) > band(level[x.session_id]) for x in fleet)
