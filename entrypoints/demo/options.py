@@ -72,6 +72,10 @@ class DemoOptions:
             # instead of the first poller taking ten at once.
             "POLL_BATCH": 1,
             "CAPACITY_PAUSE_S": 0.5,
+            # The crash's replacement is balanced toward once its join grace has passed: two
+            # leases here, so the demo shows it within its wait (30 s by default, to outlast
+            # a rolling deploy's start-to-SIGTERM).
+            "JOIN_GRACE_S": 2 * self.lease_ms / 1000,
             "SHUTDOWN_BUDGET_S": 5,
             "MAX_CONNECTIONS": self.max_per_worker,
             "METRICS_INTERVAL_S": 10,
