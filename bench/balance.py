@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.backends import Backend
-from bench.fleet import FleetRun
+from bench.fleet import FleetRun, within_band
 from bench.fleet_scenario import judge
 from bench.stats import summary
 from entrypoints.devstack import records
@@ -23,11 +23,6 @@ from entrypoints.devstack.simulator import SimulatorProcess
 
 log = logging.getLogger("bench.balance")
 CONVERGE_WAIT_S = 120.0
-
-
-def within_band(held: list[int], total: int) -> bool:
-    mean = total / len(held)
-    return sum(held) == total and all(abs(h - mean) <= max(1.0, 0.1 * mean) for h in held)
 
 
 def moves_between(streams: dict[str, Any], ids: list[str], since_ms: int, until_ms: int) -> int:

@@ -1,8 +1,9 @@
 """Fleet latencies around faults: 3 real worker processes, 30+ connections, the simulator in a
 process of its own as the judge, at the default timings (lease 4 s, heartbeat 1 s).
 
-Per round: a crash (SIGKILL of the busiest worker; the replacement starts after the failover
-is measured, so its start-up does not compete for the CPU), a graceful handoff (a rolling
+Per round: a crash (SIGKILL of the busiest worker of a balanced fleet, past the last round's
+newcomers' join grace; the replacement starts after the failover is measured, so its start-up
+does not compete for the CPU), a graceful handoff (a rolling
 deploy: the new worker first, then SIGTERM to an old one) and STOPs (then STARTs again, which
 resume from the checkpoint). Each latency is the simulator's timestamp minus the runner's
 timestamp of the fault, per connection. Afterwards every worker is stopped gracefully and the
@@ -28,6 +29,12 @@ from entrypoints.devstack.workers import WorkerProcess
 log = logging.getLogger("bench.fleet")
 WAIT_S = 30.0  # a fault not healed in this long is reported as a timeout, not waited for
 SETTLE_S = 5.0  # after a crash's takeover, before its replacement starts
+
+
+def within_band(held: list[int], total: int) -> bool:
+    """Every worker within 10 % (or one connection) of the mean, and `total` held in all."""
+    mean = total / len(held)
+    return sum(held) == total and all(abs(h - mean) <= max(1.0, 0.1 * mean) for h in held)
 
 
 class FleetRun:
@@ -149,6 +156,19 @@ class FleetRun:
         self.faults.append(
             {"kind": kind, "worker": worker.name, "at_ms": at, "connections": held, **extra}
         )
+
+    async def balanced(self) -> None:
+        """Every worker within its band (or the replacements' join grace and WAIT_S passed):
+        each round's crash hits a balanced fleet, as the first does. The round before left
+        its replacements short, and nothing is handed to them within their grace."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.join_grace_s + WAIT_S
+        while loop.time() < deadline:
+            held = [len(await w.held()) for w in self.workers]
+            if within_band(held, len(self.ids)):
+                return
+            await asyncio.sleep(0.2)
+        log.warning("fleet not balanced within its join grace and %ss", WAIT_S)
 
     async def settled(self) -> None:
         """Every connection has exactly one subscriber (or WAIT_S passed)."""

@@ -48,6 +48,7 @@ async def run_fleet(
         for number in range(1, rounds + 1):
             log.info("%s round %d/%d", backend.name, number, rounds)
             await asyncio.sleep(1.0)  # let checkpoints move on between faults
+            await run.balanced()
             await run.crash()
             await run.settled()
             await asyncio.sleep(1.0)
