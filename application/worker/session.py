@@ -307,6 +307,14 @@ class ConnectionSession:
             try:
                 after = await self._hand_back(end)
             except LeaseLost:
+                # After a failed attempt this may be that attempt's own write, its answer lost
+                # (the soak: a balancing handoff's connection then waited 15 s for a scan with
+                # no owner). Hinted as if it had answered: a connection someone else holds by
+                # now only costs the taker a refused acquire.
+                if attempt > 1 and end in _STILL_WANTED:
+                    self.handed_back = True
+                    self._handed_back(self.connection_id, end)
+                    await self._hint()
                 return end
             except (StoreUnavailable, DomainError) as exc:
                 log.warning("hand-back attempt %d failed: %s", attempt, exc, extra=self._extra())
