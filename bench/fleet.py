@@ -4,9 +4,10 @@ process of its own as the judge, at the default timings (lease 4 s, heartbeat 1 
 Per round: a crash (SIGKILL of the busiest worker of a balanced fleet, past the last round's
 newcomers' join grace; the replacement starts after the failover is measured, so its start-up
 does not compete for the CPU), a graceful handoff (a rolling deploy: the new worker first,
-then SIGTERM to an old one) and STOPs (then STARTs again, which resume from the checkpoint). Each latency is the simulator's timestamp minus the runner's
-timestamp of the fault, per connection. Afterwards every worker is stopped gracefully and the
-sink is judged against the checkpoints."""
+then SIGTERM to an old one) and STOPs (then STARTs again, which resume from the checkpoint).
+Each latency is the simulator's timestamp minus the runner's timestamp of the fault, per
+connection. Afterwards every worker is stopped gracefully and the sink is judged against the
+checkpoints."""
 
 import asyncio
 import logging
