@@ -312,9 +312,7 @@ class ConnectionSession:
                 # no owner). Hinted as if it had answered: a connection someone else holds by
                 # now only costs the taker a refused acquire.
                 if attempt > 1 and end in _STILL_WANTED:
-                    self.handed_back = True
-                    self._handed_back(self.connection_id, end)
-                    await self._hint()
+                    await self._released(end, hint=True)
                 return end
             except (StoreUnavailable, DomainError) as exc:
                 log.warning("hand-back attempt %d failed: %s", attempt, exc, extra=self._extra())
@@ -331,11 +329,15 @@ class ConnectionSession:
             # connection still held, and nothing else would take it before the next full
             # scan, a minute later. Hinted like any connection still wanted.
             restarted = end is SessionEnd.STOPPED and after.desired_state is DesiredState.STARTED
-            self.handed_back = True
-            self._handed_back(self.connection_id, end)
-            if end in _STILL_WANTED or restarted:
-                await self._hint()
+            await self._released(end, hint=end in _STILL_WANTED or restarted)
             return end
+
+    async def _released(self, end: SessionEnd, *, hint: bool) -> None:
+        """The store has the connection back: said to the worker, then hinted if `hint`."""
+        self.handed_back = True
+        self._handed_back(self.connection_id, end)
+        if hint:
+            await self._hint()
 
     async def _hint(self) -> None:
         """Tell the fleet the connection is free now: otherwise it waits for someone's
