@@ -60,28 +60,38 @@ RATE_WINDOW_MS = 30_000
 @attrs.frozen
 class Rate:
     """One connection's smoothed rate of messages received, and the sample it was taken at:
-    `received`, the count of messages received so far, at `at_ms` (None: never sampled)."""
+    `received`, the count of messages received so far, at `at_ms` (None: never sampled);
+    `since_ms`, the first sample's instant (what the warm-up's mean spans)."""
 
     per_s: float = 0.0
     at_ms: int | None = None
     received: int = 0
     warm: bool = False  # measured over at least one interval (else `per_s` is no estimate)
+    since_ms: int | None = None
 
 
-def smoothed(rate: Rate, received: int, now_ms: int, window_ms: int = RATE_WINDOW_MS) -> Rate:
-    """The rate after a sample: `received` messages so far at `now_ms`. The first interval
-    measured is taken as it is (a connection that just moved in counts at its rate at once,
-    not from 0 up over the window); later ones are weighted by 1 - exp(-elapsed / window)."""
+def smoothed(
+    rate: Rate, received: int, now_ms: int, window_ms: int = RATE_WINDOW_MS, first_ms: int = 0
+) -> Rate:
+    """The rate after a sample: `received` messages so far at `now_ms`. Until the samples
+    span a window it is their plain mean (the first interval measured is taken as it is: a
+    connection that just moved in counts at its rate at once, not from 0 up over the window);
+    later intervals are weighted by 1 - exp(-elapsed / window). Weighted so from the first,
+    one heartbeat's two or three messages stuck to a moved connection for a window: off by a
+    third either way, each such error a share of a worker's load that balancing then chased
+    (bench/RESULTS.md section 37). `first_ms`: the shortest first interval that is an
+    estimate (one of a few milliseconds holds no message or one; until then, none)."""
     if rate.at_ms is None:
-        return Rate(0.0, now_ms, received)
+        return Rate(0.0, now_ms, received, since_ms=now_ms)
     elapsed = now_ms - rate.at_ms
-    if elapsed <= 0:
+    if elapsed <= 0 or (not rate.warm and elapsed < first_ms):
         return rate
     instant = 1000 * max(0, received - rate.received) / elapsed
-    if not rate.warm:
-        return Rate(instant, now_ms, received, warm=True)
-    alpha = 1 - math.exp(-elapsed / window_ms)
-    return Rate(rate.per_s + alpha * (instant - rate.per_s), now_ms, received, warm=True)
+    since = rate.at_ms if rate.since_ms is None else rate.since_ms
+    # The running mean's weight for this interval (1 for the first) while it is the larger.
+    alpha = max(1 - math.exp(-elapsed / window_ms), elapsed / (now_ms - since))
+    per_s = rate.per_s + alpha * (instant - rate.per_s)
+    return Rate(per_s, now_ms, received, warm=True, since_ms=since)
 
 
 def cost(rate_per_s: float) -> float:
@@ -133,9 +143,10 @@ class Share:
     # band in the same units: what `pick_hand_offs` closes.
     excess: float = 0.0
     band: float = 1.0
-    # By load: this worker's weight and the others' (weight, held) (`pick_hand_offs`).
+    # By load: this worker's weight and the others' (weight, held, session id)
+    # (`pick_hand_offs`).
     weight: float = 0.0
-    others: tuple[tuple[float, int], ...] = ()
+    others: tuple[tuple[float, int, str], ...] = ()
 
 
 def band(level: float) -> float:
@@ -351,51 +362,79 @@ def _share_by_load(
         excess=excess,
         band=band_of(sid),
         weight=weights[sid],
-        others=tuple((x.weight, x.held) for x in others),
+        # The takers a hand-off may be meant for: not the leaving, nor the full.
+        others=tuple(
+            (x.weight, x.held, x.session_id)
+            for x in others
+            if not x.leaving and x.held < x.capacity
+        ),
     )
 
 
-def pick_hand_offs(costs: Sequence[tuple[str, float]], share: Share, count: int) -> list[str]:
-    """Which connections to hand off, by load: the fewest moves that close `share.excess`
-    (how far above its level this worker is), the most costly first. Each is taken as going
-    to the lightest other worker: a move must bring this worker strictly closer to its level
-    (a cost under twice what is left) and leave it above that taker (a cost under the gap
-    between them), so the fleet's spread shrinks with every move and two workers within a
-    connection's cost of each other never trade it. `costs` in the order to prefer among
-    equals.
+def pick_hand_offs(
+    costs: Sequence[tuple[str, float]], share: Share, count: int
+) -> list[tuple[str, str]]:
+    """Which connections to hand off, by load, and the session each is meant for: the fewest
+    moves that close `share.excess` (how far above its level this worker is), the most costly
+    first, each to the lightest other worker as the moves before it left them. A move must
+    bring this worker strictly closer to its level (a cost under twice what is left) and
+    leave that taker below where this worker was by half a band at least (a cost under the
+    gap between them less that), so the fleet's spread shrinks with every move and two
+    workers within a connection's cost of each other never trade it. `costs` in the order
+    to prefer among equals.
+
+    **Meant for.** The hint names that taker (`HintOrigin.to`) and the others leave it to it
+    for a grace: taken by whoever polled first, a hot feed went to a worker already at its
+    level, which then handed off its own hot one, and four hot feeds on four workers passed
+    from one to the next for minutes (tests/unit/test_worker_balance_load.py, 90 handoffs).
 
     **A swap.** A worker beyond its band that can move nothing so (it holds two hot feeds,
-    each heavier than twice its excess) hands off its lightest heavy one if the lightest other
-    worker holds mostly light ones (a mean cost under half of it) worth at least half of it:
-    that taker is then above its level by light connections, which it hands off in turn (the
-    heavy one it just took is held: `MOVED_HOLD_LEASES`), and both end near the level. Without
-    light connections to give back the move would only pass the excess on, so none is made."""
-    takers = [(weight, held) for weight, held in share.others]
+    each heavier than twice its excess) hands off its lightest heavy one to the other worker
+    holding the lightest connections if they are light (a mean cost under half of it) and
+    worth at least half of it: that taker is then above its level by light connections, which it
+    hands off in turn (the heavy one it just took is held: `MOVED_HOLD_LEASES`), and both end
+    near the level. Without light connections to give back the move would only pass the
+    excess on, so none is made."""
+    takers = list(share.others)
     if not takers:
         return []
-    loads = [weight for weight, _ in takers]
+    loads = [(weight, sid) for weight, _, sid in takers]
     heapq.heapify(loads)
     order = sorted(range(len(costs)), key=lambda i: -costs[i][1])
     left, mine = share.excess, share.weight
-    chosen: list[str] = []
+    chosen: list[tuple[str, str]] = []
     for i in order:
         if len(chosen) >= count or left <= 0:
             break
         connection_id, c = costs[i]
-        if c < 2 * left and c < mine - loads[0]:
-            chosen.append(connection_id)
+        lightest, to = loads[0]
+        # The taker ends half a band below where this worker was: a hot feed moved onto a
+        # worker as far below its level as the giver was above only moved the excess there,
+        # which it then handed on (the chaos soak by load: 33 and 12 became 12 and 33).
+        if c < 2 * left and lightest + c < mine - share.band / 2:
+            chosen.append((connection_id, to))
             left -= c
             mine -= c
-            heapq.heapreplace(loads, loads[0] + c)
+            heapq.heapreplace(loads, (lightest + c, to))
     if chosen or share.excess <= share.band or count <= 0:
         return chosen
     heavy = [(c, cid) for cid, c in costs if c >= 2 * share.excess]
-    if not heavy:
+    if len(heavy) < 2:
+        # One heavy feed is this worker's fair part of them; what keeps it above its band
+        # is light connections held since they moved in (`MOVED_HOLD_LEASES`): it waits
+        # for them. Swapped away, the heavy one went to a worker that then stood where this
+        # one did.
         return []
     c, connection_id = min(heavy)
-    weight, held = min(takers)
-    light = held > 0 and weight / held < c / 2 and weight >= c / 2
-    return [connection_id] if light else []
+    # The taker holding the lightest connections (the lowest mean cost), not the lightest
+    # worker: one that holds a heavy feed besides light ones would hand that one off in turn
+    # (it did not just move in), back to this worker, and the two traded heavy feeds for
+    # minutes (tests/unit/test_worker_balance_load.py).
+    light = [(weight / held, weight, to) for weight, held, to in takers if held > 0]
+    if not light:
+        return []
+    mean, weight, to = min(light)
+    return [(connection_id, to)] if mean < c / 2 and weight >= c / 2 else []
 
 
 def _spread(connection_id: str) -> int:

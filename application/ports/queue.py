@@ -25,6 +25,10 @@ class HintOrigin:
 
     session_id: str
     leaving: bool = False
+    # Balancing by load: the session the releaser meant it for (domain/balance.py
+    # `pick_hand_offs` chose both the connection and where it fits). The others leave it to
+    # that one for a grace (application/worker/balance.py `Balance.meant_for_another`).
+    to: str | None = None
 
 
 @attrs.frozen
@@ -48,12 +52,19 @@ ORIGIN_FIELD = "from"
 # Present (true) only on a shutting-down worker's hints; absent means false, so hints of
 # workers that predate it mean what they meant.
 LEAVING_FIELD = "leaving"
+# The session a balancing hand-off was meant for (HintOrigin.to); absent: anyone's.
+TO_FIELD = "to"
 
 
 def origin_fields(origin: HintOrigin | None) -> dict[str, object]:
     if origin is None:
         return {}
-    return {ORIGIN_FIELD: origin.session_id, **({LEAVING_FIELD: True} if origin.leaving else {})}
+    fields: dict[str, object] = {ORIGIN_FIELD: origin.session_id}
+    if origin.leaving:
+        fields[LEAVING_FIELD] = True
+    if origin.to is not None:
+        fields[TO_FIELD] = origin.to
+    return fields
 
 
 def origin_of(document: Mapping[str, object]) -> HintOrigin | None:
@@ -62,19 +73,30 @@ def origin_of(document: Mapping[str, object]) -> HintOrigin | None:
     counted, like a body naming no connection), never half believed."""
     session_id = document.get(ORIGIN_FIELD)
     leaving = document.get(LEAVING_FIELD, False)
+    to = document.get(TO_FIELD)
     if not isinstance(leaving, bool):
         raise ValueError(f"{LEAVING_FIELD!r} must be true or false")
     if session_id is None:
         if leaving:
             raise ValueError(f"{LEAVING_FIELD!r} without {ORIGIN_FIELD!r}: who is leaving?")
+        if to is not None:
+            raise ValueError(f"{TO_FIELD!r} without {ORIGIN_FIELD!r}: who handed it off?")
         return None
-    if not isinstance(session_id, str):
-        raise ValueError(f"{ORIGIN_FIELD!r} must be a worker session id (a string)")
+    return HintOrigin(
+        _session_id(ORIGIN_FIELD, session_id),
+        leaving,
+        None if to is None else _session_id(TO_FIELD, to),
+    )
+
+
+def _session_id(field: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{field!r} must be a worker session id (a string)")
     try:
-        validate_session_id(session_id)
+        validate_session_id(value)
     except DomainError as exc:
-        raise ValueError(f"{ORIGIN_FIELD!r}: {exc}") from None
-    return HintOrigin(session_id, leaving)
+        raise ValueError(f"{field!r}: {exc}") from None
+    return value
 
 
 # The longest delay a hint may be sent with (SQS's own limit, in whole seconds).

@@ -59,6 +59,11 @@ PLACEMENT_GRACE_BEATS = 2
 # of one AWS fleet-bench round's 18 waited 2.5 s.
 LEAVING_GRACE_BEATS = 0.5
 
+# How long a balancing hint meant for another session (HintOrigin.to) is left to it, in
+# heartbeats from when this worker first received it: the addressee is polling, and takes it
+# within a receive; one that cannot (full, slow, fenced, gone) leaves it to all after this.
+ADDRESSED_GRACE_BEATS = 1.0
+
 
 def died_at_ms(session: WorkerSession) -> int:
     """When a dead session died: when it was ended, or when its lease ran out."""
@@ -137,6 +142,11 @@ class Balance:
         self._view_cache: tuple[int, list[Load]] | None = None
         self._share_cache: tuple[tuple[object, ...], Share] | None = None
         self._fleet_cache: tuple[tuple[int, str], FleetView] | None = None
+        self._mean_rate: tuple[int, float] | None = None  # (version, unmeasured_rate)
+        # Hints meant for another session (HintOrigin.to): connection id -> epoch ms this
+        # worker first received one (`left_for_another`).
+        self._addressed: dict[str, int] = {}
+        self._live: tuple[int, frozenset[str]] | None = None  # (version, live session ids)
 
     @property
     def enabled(self) -> bool:
@@ -168,6 +178,7 @@ class Balance:
         # connections it released, not a dead session's (`open_to_all`).
         forget_ms = 2 * self._ctx.config.lease_ms
         self._leaving = {sid: at for sid, at in self._leaving.items() if now_ms - at < forget_ms}
+        self._addressed = {c: at for c, at in self._addressed.items() if now_ms - at < forget_ms}
         self._died_at = {s.session_id: died_at_ms(s) for s in dead}
         self._dead_held = {s.session_id: s.held for s in dead}
         self._seen_at = self._ctx.clock.monotonic()
@@ -198,6 +209,16 @@ class Balance:
         )
         self._share_cache = (key, share)
         return share
+
+    def unmeasured_rate(self) -> float:
+        """What a connection whose rate is not measured yet (just taken, or STARTed) is
+        counted at, messages a second: the mean of this view's connections, as the rule counts
+        connections of unknown cost (domain/balance.py, by load); 0 without a view."""
+        if self._mean_rate is None or self._mean_rate[0] != self._version:
+            loads = self._loads
+            held = sum(x.held for x in loads)
+            self._mean_rate = (self._version, sum(x.rate for x in loads) / held if held else 0.0)
+        return self._mean_rate[1]
 
     def _view(self) -> list[Load]:
         """The live loads, with what this worker took from each since its last report
@@ -258,6 +279,26 @@ class Balance:
             grace_ms = LEAVING_GRACE_BEATS * self._ctx.config.heartbeat_interval_s * 1000
             return now_ms - since >= grace_ms
         return self.dead(origin.session_id)
+
+    def meant_for_me(self, origin: HintOrigin | None) -> bool:
+        """A balancing hint by load meant for this worker: its releaser placed it here (it
+        fits this worker's gap by that view: domain/balance.py `pick_hand_offs`), so it is
+        taken by capacity, not by this worker's own, possibly older, share."""
+        return origin is not None and origin.to == self._session_id()
+
+    def left_for_another(self, connection_id: str, origin: HintOrigin | None, now_ms: int) -> bool:
+        """A balancing hint meant for another live session (HintOrigin.to) that this worker
+        first received less than `ADDRESSED_GRACE_BEATS` ago: left to it. Past that, or once
+        the view no longer has that session live, anyone's by share."""
+        if origin is None or origin.to is None or origin.to == self._session_id():
+            return False
+        if self._live is None or self._live[0] != self._version:
+            self._live = (self._version, frozenset(x.session_id for x in self._loads))
+        if origin.to not in self._live[1]:
+            return False
+        first = self._addressed.setdefault(connection_id, now_ms)
+        grace_ms = ADDRESSED_GRACE_BEATS * self._ctx.config.heartbeat_interval_s * 1000
+        return now_ms - first < grace_ms
 
     def leavers_open(self, now_ms: int) -> bool:
         """Some leaver this worker saw has been leaving for longer than `LEAVING_GRACE_BEATS`,

@@ -122,6 +122,9 @@ class ConnectionSession:
         # finishing (its hint can reach this worker's own poll first: Sessions.holds).
         self.handed_back = False
         self._handed_back = handed_back
+        # Handed off to balance by load: the session it is meant for, named in its hint
+        # (HintOrigin.to; domain/balance.py `pick_hand_offs`).
+        self.meant_for: str | None = None
 
     @property
     def token(self) -> int:
@@ -343,7 +346,7 @@ class ConnectionSession:
         """Tell the fleet the connection is free now: otherwise it waits for someone's
         next scan. A lost hint only costs that wait."""
         try:
-            origin = HintOrigin(self.lease.session_id)
+            origin = HintOrigin(self.lease.session_id, to=self.meant_for)
             await send_hints(self._ctx.queue, [self.connection_id], self._extra(), origin)
         except QueueUnavailable as exc:
             log.warning("hint after hand-back not sent: %s", exc, extra=self._extra())

@@ -41,7 +41,9 @@ class Sessions:
         self.balance = Balance(ctx, lambda: keeper.session_id, self._held, self.rate_now)
         # Each running connection's smoothed message rate, sampled with every renew.
         self._rates: dict[str, Rate] = {}
-        self._rate_total: float | None = None  # rate_now's sum, until either changes
+        # rate_now's parts, until either changes: the measured connections' sum, and how
+        # many are not measured yet (Balance.unmeasured_rate each).
+        self._rate_total: tuple[float, int] | None = None
         # Moved in (taken from another owner): not handed off to balance before the monotonic
         # instant given (balance.MOVED_HOLD_LEASES).
         self._moved_in: dict[str, float] = {}
@@ -117,22 +119,34 @@ class Sessions:
         """Sample every running connection's message rate (domain/balance.py `smoothed`) and
         return their sum, messages a second: the load the heartbeat reports."""
         rates = {}
+        # A first interval of at least half a heartbeat: one taken just before this sample
+        # is measured at the next (counted at the fleet's mean meanwhile: rate_now).
+        first_ms = int(self._ctx.config.heartbeat_interval_s * 500)
         for cid, (session, _) in self._running.items():
-            rates[cid] = smoothed(self._rates.get(cid, Rate()), session.received, now_ms)
+            rate = self._rates.get(cid, Rate())
+            rates[cid] = smoothed(rate, session.received, now_ms, first_ms=first_ms)
         self._rates = rates
         self._rate_total = None
         return self.rate_now()
 
     def rate_now(self) -> float:
-        """The smoothed messages a second of the connections running here, as last sampled.
-        Kept until a sample or a connection comes or goes: every look at the balance reads
-        it, and summing it afresh cost a walk of every connection each time (the simulation
-        at 100 workers: 2.8 million steps in 100 virtual seconds)."""
+        """The smoothed messages a second of the connections running here, as last sampled;
+        one not measured over an interval yet (just taken, or STARTed) at the fleet's mean
+        (`Balance.unmeasured_rate`). Counted at 0, a connection that had just moved in made
+        its taker look light to every view read before its next heartbeat, and a worker
+        holding less than the mean handed one off to balance toward it (the chaos soak by
+        load, bench/RESULTS.md section 37). The sum is kept until a sample or a connection
+        comes or goes: every look at the balance reads it, and summing it afresh cost a walk
+        of every connection each time (the simulation at 100 workers: 2.8 million steps in
+        100 virtual seconds)."""
         if self._rate_total is None:
-            self._rate_total = sum(
-                self._rates[cid].per_s for cid in self._running if cid in self._rates
+            measured = [self._rates.get(cid) for cid in self._running]
+            self._rate_total = (
+                sum(r.per_s for r in measured if r is not None and r.warm),
+                sum(1 for r in measured if r is None or not r.warm),
             )
-        return self._rate_total
+        total, unmeasured = self._rate_total
+        return total + unmeasured * self.balance.unmeasured_rate() if unmeasured else total
 
     def hand_off(self, count: int) -> list[str]:
         """Hand up to `count` connections to the fleet by the graceful path (drain, release
@@ -155,8 +169,10 @@ class Sessions:
         if share is not None and share.excess > 0:  # (a caller's own count otherwise)
             settled = [s for s in candidates if not moved_lately(s)]
             costs = [(s.connection_id, cost(self._rate_of(s.connection_id))) for s in settled]
-            picked = set(pick_hand_offs(costs, share, count))
+            picked = dict(pick_hand_offs(costs, share, count))
             chosen = [s for s in settled if s.connection_id in picked]
+            for session in chosen:
+                session.meant_for = picked[session.connection_id]
         for session in chosen:
             self.leaving.add(session.connection_id)
             session.request_stop(SessionEnd.REBALANCE)
@@ -164,7 +180,7 @@ class Sessions:
 
     def _rate_of(self, connection_id: str) -> float:
         rate = self._rates.get(connection_id)
-        return rate.per_s if rate is not None else 0.0
+        return rate.per_s if rate is not None and rate.warm else self.balance.unmeasured_rate()
 
     async def take_each(
         self,
@@ -361,6 +377,9 @@ class Sessions:
         session = ConnectionSession(ctx, acquired, lease, resume, self._writer, self._handed_back)
         task = asyncio.create_task(session.run(), name=f"session:{connection_id}")
         self._running[connection_id] = (session, task)
+        # Measured from now, not from the next sample: the first report after the take then
+        # carries its rate (rate_now counts it at the fleet's mean until it is measured).
+        self._rates[connection_id] = smoothed(Rate(), 0, ctx.clock.now_ms())
         self._rate_total = None
         task.add_done_callback(lambda _: self._done(connection_id, session))
 

@@ -219,20 +219,24 @@ async def test_a_hint_carries_its_origin_and_keeps_it_through_a_give_back(
     its origin and its copy flag stay."""
     releaser = HintOrigin("worker-a#3")
     leaver = HintOrigin("worker-b#1", leaving=True)  # a shutting-down worker's handoff
+    addressed = HintOrigin("worker-a#3", to="worker-c#2")  # balancing by load: meant for c
     await queue.queue.send(["conn-released"], copy=True, origin=releaser)
     await queue.queue.send(["conn-started"])
     await queue.queue.send(["conn-handed-over"], origin=leaver)
+    await queue.queue.send(["conn-meant-for-c"], origin=addressed)
 
-    caught = {d.connection_id: d for d in await receive_all(queue, expected=3)}
+    caught = {d.connection_id: d for d in await receive_all(queue, expected=4)}
     assert (caught["conn-released"].origin, caught["conn-released"].copy) == (releaser, True)
     assert caught["conn-started"].origin is None
     assert (caught["conn-handed-over"].origin, caught["conn-handed-over"].copy) == (leaver, False)
+    assert caught["conn-meant-for-c"].origin == addressed
 
     await queue.queue.release([d.receipt for d in caught.values()])
-    again = {d.connection_id: d for d in await receive_all(queue, expected=3)}
+    again = {d.connection_id: d for d in await receive_all(queue, expected=4)}
     assert (again["conn-released"].origin, again["conn-released"].copy) == (releaser, True)
     assert (again["conn-started"].origin, again["conn-started"].copy) == (None, False)
     assert again["conn-handed-over"].origin == leaver
+    assert again["conn-meant-for-c"].origin == addressed
     await queue.queue.delete([d.receipt for d in again.values()])
 
 

@@ -17,23 +17,44 @@ from domain.balance import (
 )
 
 
-def test_the_first_interval_is_taken_as_measured_and_later_ones_are_smoothed() -> None:
+def test_the_first_interval_is_taken_as_measured_then_the_mean_until_a_window() -> None:
     first = smoothed(Rate(), received=100, now_ms=10_000)
     assert (first.per_s, first.warm) == (0.0, False)  # a baseline, no estimate yet
 
     seeded = smoothed(first, received=300, now_ms=11_000)
     assert seeded.per_s == pytest.approx(200.0)  # moved in hot: counted hot at once
 
-    # One window of silence: 1 - 1/e of the way to 0.
-    quiet = smoothed(seeded, received=300, now_ms=11_000 + RATE_WINDOW_MS)
+    # Within the first window, the plain mean of what was received since the baseline: one
+    # interval's few messages do not stick (weighted as later ones, 3 of them in 0.5 s would
+    # have counted 6 msg/s for a window).
+    steady = smoothed(smoothed(Rate(), 0, 0), 3, 500)
+    assert steady.per_s == pytest.approx(6.0)
+    for beat in range(2, 21):  # 5 msg/s, sampled every 0.5 s: 2 or 3 a beat
+        steady = smoothed(steady, 5 * beat // 2, beat * 500)
+    assert steady.per_s == pytest.approx(5.0)
+
+    # One window of silence after the first: by then a window's weight, 1 - 1/e of the way.
+    warm = smoothed(first, received=100 + 200 * 30, now_ms=10_000 + RATE_WINDOW_MS)
+    assert warm.per_s == pytest.approx(200.0)
+    quiet = smoothed(warm, received=warm.received, now_ms=10_000 + 2 * RATE_WINDOW_MS)
     assert quiet.per_s == pytest.approx(200.0 / 2.718281828, rel=1e-3)
     assert smoothed(quiet, received=300, now_ms=quiet.at_ms or 0) == quiet  # no time, no change
 
 
+def test_a_first_interval_shorter_than_asked_is_no_estimate_yet() -> None:
+    taken = smoothed(Rate(), 0, 10_000)  # the baseline, when the connection was taken
+    early = smoothed(taken, 1, 10_050, first_ms=250)
+    assert early == taken  # 50 ms and one message: not 20 msg/s, nothing yet
+    measured = smoothed(early, 5, 10_500, first_ms=250)
+    assert measured.per_s == pytest.approx(10.0)
+    assert measured.warm
+    assert smoothed(measured, 6, 10_550, first_ms=250).warm  # later intervals are any length
+
+
 def test_a_short_burst_moves_the_rate_by_a_fraction_of_its_size() -> None:
-    rate = smoothed(smoothed(Rate(), 0, 0), 2, 1_000)  # a meeting at 2 msg/s
-    for second in range(2, 5):  # three seconds at 200 msg/s
-        rate = smoothed(rate, rate.received + 200, second * 1_000)
+    rate = smoothed(smoothed(Rate(), 0, 0), 2 * 30, RATE_WINDOW_MS)  # a meeting at 2 msg/s
+    for second in range(1, 4):  # three seconds at 200 msg/s
+        rate = smoothed(rate, rate.received + 200, RATE_WINDOW_MS + second * 1_000)
     assert 2.0 < rate.per_s < 25.0  # not 200: three seconds of a 30 s window
 
 
@@ -72,29 +93,46 @@ def test_by_load_with_equal_rates_decides_as_by_count() -> None:
 
 def test_near_equal_workers_do_not_trade_a_connection() -> None:
     """Within a connection's cost of each other: no move would shrink their gap."""
-    share = Share(30, 10, True, 10, 0, excess=1.0, band=3.0, weight=31.0, others=((29.0, 10),))
+    share = Share(30, 10, True, 10, 0, excess=1.0, band=3.0, weight=31.0)
+    share = attrs.evolve(share, others=((29.0, 10, "w2"),))
     assert pick_hand_offs([("a", 3.0), ("b", 3.0)], share, count=10) == []
 
 
 def test_the_moves_that_best_close_the_gap_are_chosen_the_heaviest_first() -> None:
-    share = Share(34, 0, True, 10, 0, excess=58.0, band=3.4, weight=92.0, others=((14.0, 10),) * 3)
+    others = ((14.0, 10, "w2"), (14.0, 10, "w3"), (14.0, 10, "w4"))
+    share = Share(34, 0, True, 10, 0, excess=58.0, band=3.4, weight=92.0, others=others)
     costs = [("cold1", 1.4), ("hot1", 21.0), ("cold2", 1.4), ("hot2", 21.0), ("hot3", 21.0)]
     costs += [("hot4", 21.0)]
 
     chosen = pick_hand_offs(costs, share, count=10)
 
-    assert chosen == ["hot1", "hot2", "hot3"]  # 3 of 4 hot feeds, one to each other worker
+    # 3 of 4 hot feeds, each meant for another worker: one each.
+    assert chosen == [("hot1", "w2"), ("hot2", "w3"), ("hot3", "w4")]
+
+
+def test_a_hot_feed_goes_where_it_shrinks_the_spread_not_where_it_moves_the_excess() -> None:
+    """Five workers at a level of 20.4 (band 8.5, a quiet connection costs 6, a hot one 21)."""
+    two_hot = Share(20.4, 0, True, 10, 0, excess=21.6, band=8.5, weight=42.0)
+    two_hot = attrs.evolve(two_hot, others=((12.0, 2, "w2"), (18.0, 3, "w3")))
+    assert pick_hand_offs([("hot1", 21.0), ("hot2", 21.0)], two_hot, 10) == [("hot1", "w2")]
+
+    # One hot feed and two quiet ones, a little above 33 as measured: the hot one to the worker
+    # at 12 would only swap the two (12 and 33), and that one would hand it on.
+    one_hot = Share(20.4, 0, True, 10, 0, excess=13.1, band=8.5, weight=33.5)
+    one_hot = attrs.evolve(one_hot, others=((12.0, 2, "w2"),))
+    costs = [("hot", 21.0), ("a", 6.0), ("b", 6.0)]
+    assert pick_hand_offs(costs, one_hot, 10) == [("a", "w2")]
 
 
 def test_a_worker_stuck_with_two_heavy_feeds_swaps_one_with_a_light_taker() -> None:
     """Each hot feed weighs more than twice its excess: it hands one to the lightest worker if
     that one holds light connections to give back, never to one without."""
     stuck = Share(33.5, 0, True, 10, 0, excess=8.5, band=3.4, weight=42.0)
-    light_taker = attrs.evolve(stuck, others=((28.0, 20),))
-    heavy_taker = attrs.evolve(stuck, others=((21.0, 1),))
+    light_taker = attrs.evolve(stuck, others=((28.0, 20, "w2"), (34.0, 20, "w3")))
+    heavy_taker = attrs.evolve(stuck, others=((21.0, 1, "w2"),))
     costs = [("hot1", 21.0), ("hot2", 21.0)]
 
-    assert pick_hand_offs(costs, light_taker, count=10) == ["hot1"]
+    assert pick_hand_offs(costs, light_taker, count=10) == [("hot1", "w2")]
     assert pick_hand_offs(costs, heavy_taker, count=10) == []  # would only pass it on
 
 

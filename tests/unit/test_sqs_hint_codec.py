@@ -66,3 +66,13 @@ def test_a_shutting_down_workers_hint_says_it_is_leaving_and_only_a_boolean_coun
         decode_all('{"connection_id": "m-1", "from": "vm-1#2", "leaving": 1}')
     with pytest.raises(MalformedHint, match="who is leaving"):
         decode_all('{"connection_id": "m-1", "leaving": true}')
+
+
+def test_a_balancing_hint_by_load_names_the_session_it_was_meant_for() -> None:
+    body = encode_hint("m-1", origin=HintOrigin("vm-1#2", to="vm-3#1"))
+    assert json.loads(body) == {"connection_id": "m-1", "from": "vm-1#2", "to": "vm-3#1"}
+    assert decode_all(body) == ("m-1", False, HintOrigin("vm-1#2", to="vm-3#1"))
+    with pytest.raises(MalformedHint, match="'to'"):
+        decode_all('{"connection_id": "m-1", "from": "vm-1#2", "to": 7}')
+    with pytest.raises(MalformedHint, match="who handed it off"):
+        decode_all('{"connection_id": "m-1", "to": "vm-3#1"}')

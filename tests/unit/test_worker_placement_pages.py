@@ -21,7 +21,12 @@ SURVIVORS = WORKERS[2:]
 def fleet_config() -> WorkerConfig:
     # Pages of 3: the 20 orphans of two dead workers span 7 pages. Little jitter: the
     # survivors scan nearly at once, as many do in a large fleet.
-    return attrs.evolve(DEFAULT_CONFIG, reconcile_page_size=3, reconcile_jitter_s=0.02)
+    # By count: the parts asserted are counts (15 each); by load each survivor's part is
+    # its share of what the orphans cost, a connection either way (the domain's by-load
+    # parts: tests/unit/test_domain_balance_load.py).
+    return attrs.evolve(
+        DEFAULT_CONFIG, reconcile_page_size=3, reconcile_jitter_s=0.02, balance_by="count"
+    )
 
 
 async def _balanced(fleet: Fleet) -> list[str]:

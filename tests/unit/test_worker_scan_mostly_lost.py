@@ -61,7 +61,10 @@ class OvertakenStore(FaultInjectingStore):
 def fleet_config() -> WorkerConfig:
     # Pages of 10: the 60 orphans of two dead workers span six, and the late survivor's part
     # (15), once it has won the first page, leaves it room for 5 of each page after.
-    return attrs.evolve(DEFAULT_CONFIG, reconcile_page_size=10, reconcile_jitter_s=0.02)
+    # By count: the parts are counted in connections (by load, a connection either way).
+    return attrs.evolve(
+        DEFAULT_CONFIG, reconcile_page_size=10, reconcile_jitter_s=0.02, balance_by="count"
+    )
 
 
 async def test_a_scan_whose_tries_are_mostly_lost_is_read_again_not_tried_on(
