@@ -486,6 +486,12 @@ async def join_during_faults(run: ChaosRun, *, joining: int = 2) -> None:
     await asyncio.sleep(max(0, grace_ends - now_ms()) / 1000)
     if not await balanced_within(run, max(lifted, grace_ends), BALANCE_BOUND_S):
         return
+    # A round's last handoffs, decided on views read before the fleet came within the
+    # judge's tolerance, land within a lease: by load that tolerance (one connection at the
+    # mean cost) is a third of a share on this suite's twelve streams, and a round can enter
+    # it before its last move (docs/decisions.md, "Balancing by load, the default"). Then the
+    # fleet must stay still: a move after that is balancing that does not settle.
+    await run.hold_covered("balancing round's last moves", LEASE_S, required=True)
     quiet = {cid: r["connects"] for cid, r in (await run.records()).items()}
     await run.hold_covered("balanced fleet", LEASE_S * 2, required=True)
     run.stats.checks += 1
