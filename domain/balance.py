@@ -31,9 +31,10 @@ excess back and forth.
   `MESSAGES_PER_CONNECTION`: holding one open costs as much as receiving that many messages a
   second. A worker's load is its count plus its smoothed rate over that (`Load.weight`);
   capacities stay counts, turned into load at the fleet's mean cost per connection. Handing
-  off, a worker picks the connections whose moves best close its gap (`pick_hand_offs`): a
-  move must bring it strictly closer to its level and leave it above the lightest worker it
-  may go to, so two workers within a connection's cost of each other never trade it.
+  off, a worker picks the connections whose moves best close its gap, and the worker each is
+  meant for (`pick_hand_offs`): a move must bring it strictly closer to its level and leave
+  that taker half a band below where it was, so two workers within a connection's cost of
+  each other never trade it.
 """
 
 import heapq

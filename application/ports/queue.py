@@ -27,7 +27,7 @@ class HintOrigin:
     leaving: bool = False
     # Balancing by load: the session the releaser meant it for (domain/balance.py
     # `pick_hand_offs` chose both the connection and where it fits). The others leave it to
-    # that one for a grace (application/worker/balance.py `Balance.meant_for_another`).
+    # that one for a grace (application/worker/balance.py `Balance.left_for_another`).
     to: str | None = None
 
 
