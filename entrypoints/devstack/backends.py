@@ -118,16 +118,28 @@ async def _deployment(container: Any, judged: Any, **fields: Any) -> LocalDeploy
     )
 
 
+def _private_files(data_dir: Path) -> None:
+    """The SQLite files made so far, readable by their owner alone. SQLite makes a database's
+    -wal and -shm files with the database file's mode; one gone meanwhile needs nothing."""
+    for path in data_dir.glob("*.sqlite*"):
+        with contextlib.suppress(FileNotFoundError):
+            path.chmod(0o600)
+
+
 @asynccontextmanager
 async def open_embedded(
     data_dir: Path, settings: Mapping[str, str] | None = None
 ) -> AsyncIterator[LocalDeployment]:
-    """`settings`: more WSFLEET_* variables for the caller's own view (its URL policy)."""
-    await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
+    """`settings`: more WSFLEET_* variables for the caller's own view (its URL policy). The
+    data directory and its SQLite files are private to their owner, as `wsfleet start` makes
+    them (entrypoints/cli/backend.py; not by the umask here: it is the whole process's, and
+    the dev stack's PostgreSQL runs as another user): made with the shell's umask, every
+    worker started on it warned that they were readable by others."""
+    await asyncio.to_thread(data_dir.mkdir, mode=0o700, parents=True, exist_ok=True)
     env = {PREFIX + "BACKEND": "embedded", PREFIX + "DATA_DIR": str(data_dir)}
     container = EmbeddedContainer(settings=load_settings({**(settings or {}), **env}))
     try:
-        yield await _deployment(
+        deployment = await _deployment(
             container,
             container.sink,
             name="embedded",
@@ -137,6 +149,8 @@ async def open_embedded(
             sink_max_batch=SQLITE_MAX_BATCH,
             data_dir=data_dir,
         )
+        await asyncio.to_thread(_private_files, data_dir)
+        yield deployment
     finally:
         await shutdown(container)
 

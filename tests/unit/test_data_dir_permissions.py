@@ -61,3 +61,17 @@ def test_a_private_data_directory_is_not_warned_about(
         ensure_data_dir(tmp_path / "data", create=False)
 
     assert caplog.records == []
+
+
+async def test_the_dev_stacks_embedded_deployment_is_as_private(tmp_path: Path) -> None:
+    """The chaos suite, the benchmarks and the demo open their embedded deployment through
+    the dev stack: made with the shell's umask, every worker started on it warned that its
+    data directory and SQLite files were readable by others."""
+    from entrypoints.devstack.backends import open_embedded
+
+    data = tmp_path / "run" / "data"
+    async with open_embedded(data):
+        files = {path.name: mode(path) for path in data.glob("*.sqlite*")}
+    assert mode(data) == 0o700
+    assert files
+    assert files == dict.fromkeys(files, 0o600)
