@@ -206,3 +206,45 @@ async def test_a_hint_meant_for_another_is_left_to_it_for_a_heartbeat_then_anyon
     assert r.balance.left_for_another("c1", for_w2, r.clock.now_ms()), "counted from first seen"
     await r.clock.advance(0.01)
     assert not r.balance.left_for_another("c1", for_w2, r.clock.now_ms())
+
+
+async def test_a_leavers_connections_are_placed_by_cost_over_the_sessions_that_can_take() -> None:
+    """By load (Balance.placement, domain/balance.py `place`): the most costly onto the
+    lightest of the live sessions that are neither leaving nor full, a newcomer in its join
+    grace included (a rolling deploy's leaver hands to its replacement). By count: none."""
+    clock = FakeClock()
+    config = WorkerConfig(max_connections=CAPACITY, balance_by="load")
+    ctx = worker_context(clock, InMemoryMetrics(), config=config)
+    balance = Balance(ctx, lambda: ME, lambda: 3, lambda: 40.0)
+    now, lease = clock.now_ms(), config.lease_ms
+
+    def session(sid: str, held: int, rate: float, capacity: int = CAPACITY) -> WorkerSession:
+        return WorkerSession(
+            sid,
+            1,
+            now + lease,
+            held,
+            capacity,
+            updated_at_ms=now,
+            rate_milli=int(rate * 1000),
+            opened_at_ms=now - (0 if sid.startswith("new") else 60_000),
+        )
+
+    balance.observe(
+        [
+            session(ME, 3, 40.0),
+            session("w1#1", 10, 10.0),  # weight 20
+            session("new#1", 0, 0.0),  # just joined: weight 0
+            session("full#1", 5, 0.0, capacity=5),
+            session("gone#1", 2, 0.0, capacity=0),  # leaving
+        ],
+        now,
+    )
+    costs = [("hot", 21.0), ("quiet", 2.0), ("warm", 11.0)]
+    assert balance.placement(costs) == {"hot": "new#1", "warm": "w1#1", "quiet": "new#1"}
+
+    by_count = Balance(
+        worker_context(clock, InMemoryMetrics(), config=CONFIG), lambda: ME, lambda: 3
+    )
+    by_count.observe([session(ME, 3, 0.0), session("w1#1", 10, 0.0)], now)
+    assert by_count.placement(costs) == {}
