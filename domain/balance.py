@@ -438,26 +438,6 @@ def pick_hand_offs(
     return [(connection_id, to)] if mean < c / 2 and weight >= c / 2 else []
 
 
-def place(
-    costs: Sequence[tuple[str, float]], takers: Sequence[tuple[float, str]]
-) -> dict[str, str]:
-    """By load, where a leaving worker's connections go: each, the most costly first, to the
-    taker (weight, session id) that is lightest with what went to it before. Its hints name
-    them (`HintOrigin.to`): a hint's cost is unknown to its takers, who count it at the
-    fleet's mean, so a leaver's hot feed went to whoever polled first, often a worker near its
-    level, which then handed it on (the skewed chaos soak: 2 of 68 moved twice)."""
-    if not takers:
-        return {}
-    loads = [(weight, sid) for weight, sid in takers]
-    heapq.heapify(loads)
-    placed: dict[str, str] = {}
-    for connection_id, c in sorted(costs, key=lambda x: -x[1]):
-        weight, sid = loads[0]
-        placed[connection_id] = sid
-        heapq.heapreplace(loads, (weight + c, sid))
-    return placed
-
-
 def _spread(connection_id: str) -> int:
     """A hash every worker computes alike (Python's own `hash` of a str differs per process)."""
     return zlib.crc32(connection_id.encode())

@@ -35,7 +35,7 @@ import attrs
 from application.ports import HintOrigin
 from application.worker.context import WorkerContext
 from domain import LEAVING_CAPACITY, WorkerSession
-from domain.balance import Load, Share, loads_of, place, take_order
+from domain.balance import Load, Share, loads_of, take_order
 from domain.balance_view import FleetView
 
 # By load: a connection that moved in is not handed off again for this many leases (the rate
@@ -280,21 +280,6 @@ class Balance:
             return now_ms - since >= grace_ms
         return self.dead(origin.session_id)
 
-    def placement(self, costs: Sequence[tuple[str, float]]) -> dict[str, str]:
-        """By load, the session each of a leaving worker's connections (id, cost) is meant
-        for (domain/balance.py `place`): over the live sessions of a fresh view that are
-        neither leaving nor full, newcomers in their join grace included. Empty by count, or
-        without a fresh view: the hints then name no taker."""
-        if not self.by_load or self.share() is None:
-            return {}
-        mine = self._session_id()
-        takers = [
-            (load.weight, load.session_id)
-            for load in self._view()
-            if load.session_id != mine and not load.leaving and load.held < load.capacity
-        ]
-        return place(costs, takers)
-
     def meant_for_me(self, origin: HintOrigin | None) -> bool:
         """A balancing hint by load meant for this worker: its releaser placed it here (it
         fits this worker's gap by that view: domain/balance.py `pick_hand_offs`), so it is
@@ -312,9 +297,8 @@ class Balance:
         if origin.to not in self._live[1]:
             return False
         first = self._addressed.setdefault(connection_id, now_ms)
-        # A leaver's, for as long as its connections are placed by share: the handoff's 1 s.
-        beats = LEAVING_GRACE_BEATS if origin.leaving else ADDRESSED_GRACE_BEATS
-        return now_ms - first < beats * self._ctx.config.heartbeat_interval_s * 1000
+        grace_ms = ADDRESSED_GRACE_BEATS * self._ctx.config.heartbeat_interval_s * 1000
+        return now_ms - first < grace_ms
 
     def leavers_open(self, now_ms: int) -> bool:
         """Some leaver this worker saw has been leaving for longer than `LEAVING_GRACE_BEATS`,

@@ -178,14 +178,6 @@ class Sessions:
             session.request_stop(SessionEnd.REBALANCE)
         return [s.connection_id for s in chosen]
 
-    def placement(self) -> dict[str, str]:
-        """By load, the session each running connection is meant for if this worker leaves
-        now (Balance.placement); empty by count."""
-        if not self.balance.by_load:
-            return {}
-        costs = [(cid, cost(self._rate_of(cid))) for cid in self._running]
-        return self.balance.placement(costs)
-
     def _rate_of(self, connection_id: str) -> float:
         rate = self._rates.get(connection_id)
         return rate.per_s if rate is not None and rate.warm else self.balance.unmeasured_rate()

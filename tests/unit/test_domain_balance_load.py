@@ -12,7 +12,6 @@ from domain.balance import (
     Share,
     cost,
     pick_hand_offs,
-    place,
     share_of,
     smoothed,
 )
@@ -164,11 +163,3 @@ def test_by_load_a_taker_at_its_share_leaves_hints_to_workers_that_are_short() -
     short = share_of([others[1], me], others[0], max_hand_offs=10, by_load=True)
     assert share.room == 0  # above its level while w2 is short: takes nothing
     assert short.room > 0
-
-
-def test_a_leavers_connections_are_placed_the_most_costly_first_on_the_lightest() -> None:
-    takers = [(30.0, "w2"), (10.0, "w3"), (12.0, "w4")]
-    costs = [("quiet1", 2.0), ("hot1", 21.0), ("quiet2", 2.0), ("hot2", 21.0)]
-    # hot1 to w3 (10 -> 31), hot2 to w4 (12 -> 33), quiet1 to w2 (30 -> 32), quiet2 to w3.
-    assert place(costs, takers) == {"hot1": "w3", "hot2": "w4", "quiet1": "w2", "quiet2": "w3"}
-    assert place(costs, []) == {}
