@@ -384,10 +384,12 @@ def pick_hand_offs(
     workers within a connection's cost of each other never trade it. `costs` in the order
     to prefer among equals.
 
-    **Meant for.** The hint names that taker (`HintOrigin.to`) and the others leave it to it
-    for a grace: taken by whoever polled first, a hot feed went to a worker already at its
-    level, which then handed off its own hot one, and four hot feeds on four workers passed
-    from one to the next for minutes (tests/unit/test_worker_balance_load.py, 90 handoffs).
+    **Meant for.** The hint names that taker (`HintOrigin.to`), which takes it by capacity
+    if it polls first; the others take it by their share. Taken by whoever polled first, a hot
+    feed went to a worker already at its level, which then handed off its own hot one, and
+    four hot feeds on four workers passed from one to the next for minutes
+    (tests/unit/test_worker_balance_load.py). Left to the named one alone for a heartbeat,
+    at 100 workers the others received it and gave it back until that one did.
 
     **A swap.** A worker beyond its band that can move nothing so (it holds two hot feeds,
     each heavier than twice its excess) hands off its lightest heavy one to the other worker

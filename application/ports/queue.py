@@ -26,8 +26,8 @@ class HintOrigin:
     session_id: str
     leaving: bool = False
     # Balancing by load: the session the releaser meant it for (domain/balance.py
-    # `pick_hand_offs` chose both the connection and where it fits). The others leave it to
-    # that one for a grace (application/worker/balance.py `Balance.left_for_another`).
+    # `pick_hand_offs` chose both the connection and where it fits). That one takes it by
+    # capacity; to the others it is any hint (application/worker/balance.py `meant_for_me`).
     to: str | None = None
 
 

@@ -59,11 +59,6 @@ PLACEMENT_GRACE_BEATS = 2
 # of one AWS fleet-bench round's 18 waited 2.5 s.
 LEAVING_GRACE_BEATS = 0.5
 
-# How long a balancing hint meant for another session (HintOrigin.to) is left to it, in
-# heartbeats from when this worker first received it: the addressee is polling, and takes it
-# within a receive; one that cannot (full, slow, fenced, gone) leaves it to all after this.
-ADDRESSED_GRACE_BEATS = 1.0
-
 
 def died_at_ms(session: WorkerSession) -> int:
     """When a dead session died: when it was ended, or when its lease ran out."""
@@ -143,10 +138,6 @@ class Balance:
         self._share_cache: tuple[tuple[object, ...], Share] | None = None
         self._fleet_cache: tuple[tuple[int, str], FleetView] | None = None
         self._mean_rate: tuple[int, float] | None = None  # (version, unmeasured_rate)
-        # Hints meant for another session (HintOrigin.to): connection id -> epoch ms this
-        # worker first received one (`left_for_another`).
-        self._addressed: dict[str, int] = {}
-        self._live: tuple[int, frozenset[str]] | None = None  # (version, live session ids)
 
     @property
     def enabled(self) -> bool:
@@ -178,7 +169,6 @@ class Balance:
         # connections it released, not a dead session's (`open_to_all`).
         forget_ms = 2 * self._ctx.config.lease_ms
         self._leaving = {sid: at for sid, at in self._leaving.items() if now_ms - at < forget_ms}
-        self._addressed = {c: at for c, at in self._addressed.items() if now_ms - at < forget_ms}
         self._died_at = {s.session_id: died_at_ms(s) for s in dead}
         self._dead_held = {s.session_id: s.held for s in dead}
         self._seen_at = self._ctx.clock.monotonic()
@@ -283,22 +273,11 @@ class Balance:
     def meant_for_me(self, origin: HintOrigin | None) -> bool:
         """A balancing hint by load meant for this worker: its releaser placed it here (it
         fits this worker's gap by that view: domain/balance.py `pick_hand_offs`), so it is
-        taken by capacity, not by this worker's own, possibly older, share."""
+        taken by capacity, not by this worker's own, possibly older, share. The others take
+        it by their share, as any hint: left to its one taker for a heartbeat, at 100
+        workers the others received it and gave it back until that one did (the simulated
+        scale-out by load: gaps p50 1.5 s against 0.15 s)."""
         return origin is not None and origin.to == self._session_id()
-
-    def left_for_another(self, connection_id: str, origin: HintOrigin | None, now_ms: int) -> bool:
-        """A balancing hint meant for another live session (HintOrigin.to) that this worker
-        first received less than `ADDRESSED_GRACE_BEATS` ago: left to it. Past that, or once
-        the view no longer has that session live, anyone's by share."""
-        if origin is None or origin.to is None or origin.to == self._session_id():
-            return False
-        if self._live is None or self._live[0] != self._version:
-            self._live = (self._version, frozenset(x.session_id for x in self._loads))
-        if origin.to not in self._live[1]:
-            return False
-        first = self._addressed.setdefault(connection_id, now_ms)
-        grace_ms = ADDRESSED_GRACE_BEATS * self._ctx.config.heartbeat_interval_s * 1000
-        return now_ms - first < grace_ms
 
     def leavers_open(self, now_ms: int) -> bool:
         """Some leaver this worker saw has been leaving for longer than `LEAVING_GRACE_BEATS`,

@@ -10,12 +10,7 @@ from adapters.memory.clock import FakeClock
 from adapters.memory.metrics import InMemoryMetrics
 from application.config import WorkerConfig
 from application.ports import HintOrigin
-from application.worker.balance import (
-    ADDRESSED_GRACE_BEATS,
-    BEHIND_RECHECK_BEATS,
-    LEAVING_GRACE_BEATS,
-    Balance,
-)
+from application.worker.balance import BEHIND_RECHECK_BEATS, LEAVING_GRACE_BEATS, Balance
 from domain import WorkerSession
 from tests.support.leases import worker_context
 
@@ -186,23 +181,13 @@ async def test_a_take_from_a_leaver_whose_session_ended_keeps_the_share() -> Non
     assert r.balance.room() == 5
 
 
-async def test_a_hint_meant_for_another_is_left_to_it_for_a_heartbeat_then_anyones() -> None:
-    """By load a hand-off names the session it fits (HintOrigin.to): the others leave it to
-    that one for ADDRESSED_GRACE_BEATS from when they first received it (it was taken by
-    whoever polled first, and a hot feed passed from worker to worker); past it, or with the
-    addressee no longer live, it is anyone's by share. The addressee takes it by capacity."""
+async def test_a_hint_meant_for_this_worker_is_taken_by_capacity_any_other_by_share() -> None:
+    """By load a hand-off names the session it fits (HintOrigin.to): that session takes it
+    by capacity (the releaser placed it there); to the others it is any hint, taken by their
+    share, so it never waits for its one taker."""
     r = Rig()
     r.view({"w1#1": (10, r.clock.now_ms()), "w2#1": (10, r.clock.now_ms())})
-    now = r.clock.now_ms()
-    for_w2 = HintOrigin("w1#1", to="w2#1")
-    assert r.balance.left_for_another("c1", for_w2, now)
-    assert not r.balance.meant_for_me(for_w2)
     assert r.balance.meant_for_me(HintOrigin("w1#1", to=ME))
-    assert not r.balance.left_for_another("c2", HintOrigin("w1#1"), now), "anyone's"
-    assert not r.balance.left_for_another("c3", HintOrigin("w1#1", to="gone#9"), now)
-
-    grace_s = ADDRESSED_GRACE_BEATS * CONFIG.heartbeat_interval_s
-    await r.clock.advance(grace_s - 0.01)
-    assert r.balance.left_for_another("c1", for_w2, r.clock.now_ms()), "counted from first seen"
-    await r.clock.advance(0.01)
-    assert not r.balance.left_for_another("c1", for_w2, r.clock.now_ms())
+    assert not r.balance.meant_for_me(HintOrigin("w1#1", to="w2#1"))
+    assert not r.balance.meant_for_me(HintOrigin("w1#1"))
+    assert not r.balance.meant_for_me(None)
