@@ -100,6 +100,14 @@ def cost(rate_per_s: float) -> float:
     return 1.0 + rate_per_s / MESSAGES_PER_CONNECTION
 
 
+def mean_rate(loads: Sequence["Load"]) -> float:
+    """The messages a second of the connections these sessions hold, per connection (0 if
+    they hold none): what a connection of unknown cost is counted at, by load (a hint's, an
+    orphan's, one not measured yet since its take)."""
+    held = sum(x.held for x in loads)
+    return sum(x.rate for x in loads) / held if held else 0.0
+
+
 @attrs.define
 class Load:
     """One live worker's load, as the rule reads it. Never changed once made (a changed one is
@@ -324,8 +332,7 @@ def _share_by_load(
     is its weight plus its free connections at the fleet's mean cost (`unit`), and connections
     of unknown cost (the unplaced, a hint's) count at that mean too: room is the shortfall in
     such connections, rounded (up for the dead's, so that the parts cover them all)."""
-    held = sum(x.held for x in fleet)
-    unit = sum(x.weight for x in fleet) / held if held else 1.0
+    unit = cost(mean_rate(fleet))
     weights = {x.session_id: x.weight for x in fleet}
     # A leaving worker (capacity 0) is bounded at nothing, as by count: its load is split.
     caps = {

@@ -35,7 +35,7 @@ import attrs
 from application.ports import HintOrigin
 from application.worker.context import WorkerContext
 from domain import LEAVING_CAPACITY, WorkerSession
-from domain.balance import Load, Share, loads_of, take_order
+from domain.balance import Load, Share, loads_of, mean_rate, take_order
 from domain.balance_view import FleetView
 
 # By load: a connection that moved in is not handed off again for this many leases (the rate
@@ -203,11 +203,9 @@ class Balance:
     def unmeasured_rate(self) -> float:
         """What a connection whose rate is not measured yet (just taken, or STARTed) is
         counted at, messages a second: the mean of this view's connections, as the rule counts
-        connections of unknown cost (domain/balance.py, by load); 0 without a view."""
+        connections of unknown cost (domain/balance.py `mean_rate`); 0 without a view."""
         if self._mean_rate is None or self._mean_rate[0] != self._version:
-            loads = self._loads
-            held = sum(x.held for x in loads)
-            self._mean_rate = (self._version, sum(x.rate for x in loads) / held if held else 0.0)
+            self._mean_rate = (self._version, mean_rate(self._loads))
         return self._mean_rate[1]
 
     def _view(self) -> list[Load]:

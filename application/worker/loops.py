@@ -202,7 +202,8 @@ async def _take_hinted(
     the rest by this worker's share."""
     balance, now_ms = sessions.balance, ctx.clock.now_ms()
 
-    def open_to_all(cid: str) -> bool:
+    def by_capacity(cid: str) -> bool:
+        """Open to all (Balance.open_to_all), or a balancing hint meant for this worker."""
         origin = origins.get(cid)
         return balance.open_to_all(origin, now_ms) or balance.meant_for_me(origin)
 
@@ -218,7 +219,7 @@ async def _take_hinted(
     ]
     no_room: list[str] = []
     with sessions.placing(placed, found=False):
-        candidates = [(c, open_to_all(c)) for c in connection_ids]
+        candidates = [(c, by_capacity(c)) for c in connection_ids]
         no_room += await sessions.take_each(candidates, origins)
     return set(no_room)
 
