@@ -56,6 +56,8 @@ MESSAGES_PER_CONNECTION = 1.0
 # for, so a burst of a few seconds does not move connections, short enough that a feed that
 # turned hot is balanced within a minute or two.
 RATE_WINDOW_MS = 30_000
+# A connection that costs at least this many times the fleet's mean is heavy (`heavy`).
+HEAVY_COSTS = 2.0
 
 
 @attrs.frozen
@@ -98,6 +100,15 @@ def smoothed(
 def cost(rate_per_s: float) -> float:
     """What one connection weighs, by load: 1 for holding it, plus its messages."""
     return 1.0 + rate_per_s / MESSAGES_PER_CONNECTION
+
+
+def heavy(rate_per_s: float, mean_per_s: float) -> bool:
+    """Whether a connection at `rate_per_s` is heavy in a fleet whose connections receive
+    `mean_per_s` each on average: it costs `HEAVY_COSTS` times their mean cost or more. A
+    heavy one's hand-off is left to the worker it was meant for (application/worker/balance.py
+    `left_for_another`): taken by a worker at its level, it only moved the excess there. In a
+    fleet of like connections none is, and a hand-off is any worker's hint."""
+    return cost(rate_per_s) >= HEAVY_COSTS * cost(mean_per_s)
 
 
 def mean_rate(loads: Sequence["Load"]) -> float:

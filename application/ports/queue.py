@@ -27,8 +27,12 @@ class HintOrigin:
     leaving: bool = False
     # Balancing by load: the session the releaser meant it for (domain/balance.py
     # `pick_hand_offs` chose both the connection and where it fits). That one takes it by
-    # capacity; to the others it is any hint (application/worker/balance.py `meant_for_me`).
+    # capacity; to the others it is any hint (application/worker/balance.py `meant_for_me`),
+    # unless it is heavy: then they leave it to that one for a grace (`left_for_another`).
     to: str | None = None
+    # Balancing by load: the connection's smoothed messages a second as its releaser measured
+    # it (None: not said), what tells a taker whether it is heavy (domain/balance.py `heavy`).
+    rate: float | None = None
 
 
 @attrs.frozen
@@ -54,6 +58,11 @@ ORIGIN_FIELD = "from"
 LEAVING_FIELD = "leaving"
 # The session a balancing hand-off was meant for (HintOrigin.to); absent: anyone's.
 TO_FIELD = "to"
+# The connection's messages a second as its releaser measured it (HintOrigin.rate).
+RATE_FIELD = "rate"
+# A rate above this is no measurement (no upstream delivers a billion messages a second):
+# the hint is malformed, not a connection that outweighs the fleet.
+MAX_RATE = 1e9
 
 
 def origin_fields(origin: HintOrigin | None) -> dict[str, object]:
@@ -64,6 +73,8 @@ def origin_fields(origin: HintOrigin | None) -> dict[str, object]:
         fields[LEAVING_FIELD] = True
     if origin.to is not None:
         fields[TO_FIELD] = origin.to
+    if origin.rate is not None:
+        fields[RATE_FIELD] = origin.rate
     return fields
 
 
@@ -74,19 +85,31 @@ def origin_of(document: Mapping[str, object]) -> HintOrigin | None:
     session_id = document.get(ORIGIN_FIELD)
     leaving = document.get(LEAVING_FIELD, False)
     to = document.get(TO_FIELD)
+    rate = document.get(RATE_FIELD)
     if not isinstance(leaving, bool):
         raise ValueError(f"{LEAVING_FIELD!r} must be true or false")
     if session_id is None:
         if leaving:
             raise ValueError(f"{LEAVING_FIELD!r} without {ORIGIN_FIELD!r}: who is leaving?")
-        if to is not None:
-            raise ValueError(f"{TO_FIELD!r} without {ORIGIN_FIELD!r}: who handed it off?")
+        if to is not None or rate is not None:
+            field = TO_FIELD if to is not None else RATE_FIELD
+            raise ValueError(f"{field!r} without {ORIGIN_FIELD!r}: who handed it off?")
         return None
     return HintOrigin(
         _session_id(ORIGIN_FIELD, session_id),
         leaving,
         None if to is None else _session_id(TO_FIELD, to),
+        None if rate is None else _rate(rate),
     )
+
+
+def _rate(value: object) -> float:
+    # bool is an int to Python, and NaN compares false to every bound: both refused.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{RATE_FIELD!r} must be a number of messages a second")
+    if not 0 <= value <= MAX_RATE:
+        raise ValueError(f"{RATE_FIELD!r} must be 0-{MAX_RATE:g} messages a second, got {value}")
+    return float(value)
 
 
 def _session_id(field: str, value: object) -> str:

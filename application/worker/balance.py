@@ -35,7 +35,7 @@ import attrs
 from application.ports import HintOrigin
 from application.worker.context import WorkerContext
 from domain import LEAVING_CAPACITY, WorkerSession
-from domain.balance import Load, Share, loads_of, mean_rate, take_order
+from domain.balance import Load, Share, heavy, loads_of, mean_rate, take_order
 from domain.balance_view import FleetView
 
 # By load: a connection that moved in is not handed off again for this many leases (the rate
@@ -58,6 +58,11 @@ PLACEMENT_GRACE_BEATS = 2
 # taken by whoever has room, within the handoff's 1 s: held to the dead's two heartbeats, four
 # of one AWS fleet-bench round's 18 waited 2.5 s.
 LEAVING_GRACE_BEATS = 0.5
+
+# How long a heavy balancing hint meant for another session (HintOrigin.to) is left to it, in
+# heartbeats from when this worker first received it: the addressee is polling, and takes it
+# within a receive; one that cannot (full, slow, fenced, gone) leaves it to all after this.
+ADDRESSED_GRACE_BEATS = 1.0
 
 
 def died_at_ms(session: WorkerSession) -> int:
@@ -138,6 +143,10 @@ class Balance:
         self._share_cache: tuple[tuple[object, ...], Share] | None = None
         self._fleet_cache: tuple[tuple[int, str], FleetView] | None = None
         self._mean_rate: tuple[int, float] | None = None  # (version, unmeasured_rate)
+        # Heavy hints meant for another session (HintOrigin.to): connection id -> epoch ms
+        # this worker first received one (`left_for_another`).
+        self._addressed: dict[str, int] = {}
+        self._live: tuple[int, frozenset[str]] | None = None  # (version, live session ids)
 
     @property
     def enabled(self) -> bool:
@@ -169,6 +178,7 @@ class Balance:
         # connections it released, not a dead session's (`open_to_all`).
         forget_ms = 2 * self._ctx.config.lease_ms
         self._leaving = {sid: at for sid, at in self._leaving.items() if now_ms - at < forget_ms}
+        self._addressed = {c: at for c, at in self._addressed.items() if now_ms - at < forget_ms}
         self._died_at = {s.session_id: died_at_ms(s) for s in dead}
         self._dead_held = {s.session_id: s.held for s in dead}
         self._seen_at = self._ctx.clock.monotonic()
@@ -272,10 +282,30 @@ class Balance:
         """A balancing hint by load meant for this worker: its releaser placed it here (it
         fits this worker's gap by that view: domain/balance.py `pick_hand_offs`), so it is
         taken by capacity, not by this worker's own, possibly older, share. The others take
-        it by their share, as any hint: left to its one taker for a heartbeat, at 100
-        workers the others received it and gave it back until that one did (the simulated
-        scale-out by load: gaps p50 1.5 s against 0.15 s)."""
+        it by their share, as any hint, unless it is heavy (`left_for_another`)."""
         return origin is not None and origin.to == self._session_id()
+
+    def left_for_another(self, connection_id: str, origin: HintOrigin | None, now_ms: int) -> bool:
+        """A heavy balancing hint (domain/balance.py `heavy`, by this view's mean) meant for
+        another live session, that this worker first received less than
+        `ADDRESSED_GRACE_BEATS` ago: left to that one. Past that, or once the view no longer
+        has it live, anyone's by share. A hot feed taken by whoever polled first went to a
+        worker already at its level, which handed its own hot feed on: the skewed fleet's four
+        passed from worker to worker (the real-process skew bench: 147 s to within 1.25x and
+        still moving, against 34 s so). Light ones are not left: at 100 workers the others
+        received them and gave them back until their one taker did (the simulated scale-out
+        by load: gaps p50 1.5 s against 0.15 s)."""
+        if origin is None or origin.to is None or origin.to == self._session_id():
+            return False
+        if origin.rate is None or not heavy(origin.rate, self.unmeasured_rate()):
+            return False
+        if self._live is None or self._live[0] != self._version:
+            self._live = (self._version, frozenset(x.session_id for x in self._loads))
+        if origin.to not in self._live[1]:
+            return False
+        first = self._addressed.setdefault(connection_id, now_ms)
+        grace_ms = ADDRESSED_GRACE_BEATS * self._ctx.config.heartbeat_interval_s * 1000
+        return now_ms - first < grace_ms
 
     def leavers_open(self, now_ms: int) -> bool:
         """Some leaver this worker saw has been leaving for longer than `LEAVING_GRACE_BEATS`,

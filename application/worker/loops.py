@@ -207,6 +207,11 @@ async def _take_hinted(
         origin = origins.get(cid)
         return balance.open_to_all(origin, now_ms) or balance.meant_for_me(origin)
 
+    # A heavy balancing hint meant for another worker (by load, HintOrigin.to) is left to it
+    # for a grace: given back untried, as for want of room.
+    left = {c for c in connection_ids if balance.left_for_another(c, origins.get(c), now_ms)}
+    connection_ids = [c for c in connection_ids if c not in left]
+
     # A reported death's: still owned by the dead session. Not a leaver's that has ended
     # meanwhile: it released them (Balance.open_to_all).
     placed = [
@@ -217,7 +222,7 @@ async def _take_hinted(
         and balance.dead(origins[c].session_id)
         and balance.placing(origins[c].session_id, now_ms)
     ]
-    no_room: list[str] = []
+    no_room: list[str] = list(left)
     with sessions.placing(placed, found=False):
         candidates = [(c, by_capacity(c)) for c in connection_ids]
         no_room += await sessions.take_each(candidates, origins)

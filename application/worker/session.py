@@ -122,9 +122,11 @@ class ConnectionSession:
         # finishing (its hint can reach this worker's own poll first: Sessions.holds).
         self.handed_back = False
         self._handed_back = handed_back
-        # Handed off to balance by load: the session it is meant for, named in its hint
-        # (HintOrigin.to; domain/balance.py `pick_hand_offs`).
+        # Handed off to balance by load: the session it is meant for and its smoothed
+        # messages a second, both said in its hint (HintOrigin.to and .rate;
+        # domain/balance.py `pick_hand_offs`).
         self.meant_for: str | None = None
+        self.rate_handed_off: float | None = None
 
     @property
     def token(self) -> int:
@@ -346,7 +348,7 @@ class ConnectionSession:
         """Tell the fleet the connection is free now: otherwise it waits for someone's
         next scan. A lost hint only costs that wait."""
         try:
-            origin = HintOrigin(self.lease.session_id, to=self.meant_for)
+            origin = HintOrigin(self.lease.session_id, to=self.meant_for, rate=self.rate_handed_off)
             await send_hints(self._ctx.queue, [self.connection_id], self._extra(), origin)
         except QueueUnavailable as exc:
             log.warning("hint after hand-back not sent: %s", exc, extra=self._extra())

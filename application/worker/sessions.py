@@ -173,6 +173,7 @@ class Sessions:
             chosen = [s for s in settled if s.connection_id in picked]
             for session in chosen:
                 session.meant_for = picked[session.connection_id]
+                session.rate_handed_off = self._rate_of(session.connection_id)
         for session in chosen:
             self.leaving.add(session.connection_id)
             session.request_stop(SessionEnd.REBALANCE)

@@ -219,7 +219,8 @@ async def test_a_hint_carries_its_origin_and_keeps_it_through_a_give_back(
     its origin and its copy flag stay."""
     releaser = HintOrigin("worker-a#3")
     leaver = HintOrigin("worker-b#1", leaving=True)  # a shutting-down worker's handoff
-    addressed = HintOrigin("worker-a#3", to="worker-c#2")  # balancing by load: meant for c
+    # Balancing by load: meant for c, and what the connection receives (a heavy one is left to c).
+    addressed = HintOrigin("worker-a#3", to="worker-c#2", rate=52.5)
     await queue.queue.send(["conn-released"], copy=True, origin=releaser)
     await queue.queue.send(["conn-started"])
     await queue.queue.send(["conn-handed-over"], origin=leaver)

@@ -76,3 +76,17 @@ def test_a_balancing_hint_by_load_names_the_session_it_was_meant_for() -> None:
         decode_all('{"connection_id": "m-1", "from": "vm-1#2", "to": 7}')
     with pytest.raises(MalformedHint, match="who handed it off"):
         decode_all('{"connection_id": "m-1", "to": "vm-3#1"}')
+
+
+def test_a_balancing_hint_by_load_says_its_connections_rate_and_a_wrong_one_is_malformed() -> None:
+    origin = HintOrigin("vm-1#2", to="vm-3#1", rate=52.5)
+    body = encode_hint("m-1", origin=origin)
+    assert json.loads(body)["rate"] == 52.5
+    assert decode_all(body) == ("m-1", False, origin)
+    whole = '{"connection_id": "m-1", "from": "vm-1#2", "rate": 3}'
+    assert decode_all(whole) == ("m-1", False, HintOrigin("vm-1#2", rate=3.0))
+    for wrong in ('"fast"', "true", "-1", "NaN", "Infinity", "1e10"):
+        with pytest.raises(MalformedHint, match="'rate'"):
+            decode_all(f'{{"connection_id": "m-1", "from": "vm-1#2", "rate": {wrong}}}')
+    with pytest.raises(MalformedHint, match="who handed it off"):
+        decode_all('{"connection_id": "m-1", "rate": 2.0}')

@@ -10,7 +10,12 @@ from adapters.memory.clock import FakeClock
 from adapters.memory.metrics import InMemoryMetrics
 from application.config import WorkerConfig
 from application.ports import HintOrigin
-from application.worker.balance import BEHIND_RECHECK_BEATS, LEAVING_GRACE_BEATS, Balance
+from application.worker.balance import (
+    ADDRESSED_GRACE_BEATS,
+    BEHIND_RECHECK_BEATS,
+    LEAVING_GRACE_BEATS,
+    Balance,
+)
 from domain import WorkerSession
 from tests.support.leases import worker_context
 
@@ -183,11 +188,36 @@ async def test_a_take_from_a_leaver_whose_session_ended_keeps_the_share() -> Non
 
 async def test_a_hint_meant_for_this_worker_is_taken_by_capacity_any_other_by_share() -> None:
     """By load a hand-off names the session it fits (HintOrigin.to): that session takes it
-    by capacity (the releaser placed it there); to the others it is any hint, taken by their
-    share, so it never waits for its one taker."""
+    by capacity (the releaser placed it there); to the others a light one is any hint, taken
+    by their share, so it never waits for its one taker."""
     r = Rig()
     r.view({"w1#1": (10, r.clock.now_ms()), "w2#1": (10, r.clock.now_ms())})
     assert r.balance.meant_for_me(HintOrigin("w1#1", to=ME))
     assert not r.balance.meant_for_me(HintOrigin("w1#1", to="w2#1"))
     assert not r.balance.meant_for_me(HintOrigin("w1#1"))
     assert not r.balance.meant_for_me(None)
+    now = r.clock.now_ms()
+    light = HintOrigin("w1#1", to="w2#1", rate=0.5)  # the view's mean is 0: a cost of 1.5 < 2
+    assert not r.balance.left_for_another("c1", light, now)
+    assert not r.balance.left_for_another("c2", HintOrigin("w1#1", to="w2#1"), now), "no rate"
+
+
+async def test_a_heavy_hint_meant_for_another_is_left_to_it_for_a_heartbeat_then_anyones() -> None:
+    """A heavy hand-off (domain/balance.py `heavy`: twice the view's mean cost or more) named
+    for another live session is left to it for ADDRESSED_GRACE_BEATS from when this worker
+    first received it; past it, or with the addressee no longer live, it is anyone's by share.
+    Taken by whoever polled first, a hot feed went to a worker already at its level, which
+    handed its own on (the real-process skew bench by load)."""
+    r = Rig()
+    r.view({"w1#1": (10, r.clock.now_ms()), "w2#1": (10, r.clock.now_ms())})
+    now = r.clock.now_ms()
+    hot = HintOrigin("w1#1", to="w2#1", rate=1.0)  # cost 2: twice the mean of 1
+    assert r.balance.left_for_another("c1", hot, now)
+    assert not r.balance.left_for_another("c2", HintOrigin("w1#1", to=ME, rate=50.0), now)
+    assert not r.balance.left_for_another("c3", HintOrigin("w1#1", to="gone#9", rate=50.0), now)
+
+    grace_s = ADDRESSED_GRACE_BEATS * CONFIG.heartbeat_interval_s
+    await r.clock.advance(grace_s - 0.01)
+    assert r.balance.left_for_another("c1", hot, r.clock.now_ms()), "counted from first seen"
+    await r.clock.advance(0.01)
+    assert not r.balance.left_for_another("c1", hot, r.clock.now_ms())
