@@ -82,7 +82,7 @@ class WorkerConfig:
     # What is balanced: "count" (connections) or "load" (connections weighted by their
     # smoothed message rates, domain/balance.py `cost`). docs/decisions.md says why count is
     # the default.
-    balance_by: str = attrs.field(default="count", validator=attrs.validators.in_(BALANCE_BY))
+    balance_by: str = attrs.field(default="load", validator=attrs.validators.in_(BALANCE_BY))
 
     def __attrs_post_init__(self) -> None:
         if self.heartbeat_interval_s >= self.trusted_s:
