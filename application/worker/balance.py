@@ -35,7 +35,15 @@ import attrs
 from application.ports import HintOrigin
 from application.worker.context import WorkerContext
 from domain import LEAVING_CAPACITY, WorkerSession
-from domain.balance import Load, Share, heavy, loads_of, mean_rate, take_order
+from domain.balance import (
+    Load,
+    Share,
+    heavy,
+    loads_of,
+    mean_rate,
+    place_heavy,
+    take_order,
+)
 from domain.balance_view import FleetView
 
 # By load: a connection that moved in is not handed off again for this many leases (the rate
@@ -278,6 +286,21 @@ class Balance:
             return now_ms - since >= grace_ms
         return self.dead(origin.session_id)
 
+    def placement(self, rates: Sequence[tuple[str, float]]) -> dict[str, str]:
+        """By load, the session each of a leaving worker's heavy connections (id, rate) is
+        meant for (domain/balance.py `place_heavy`): over the live sessions of a fresh view
+        that are neither leaving nor full, newcomers in their join grace included. Empty by
+        count, or without a fresh view: the hints then name no taker."""
+        if not self.by_load or self.share() is None:
+            return {}
+        mine = self._session_id()
+        takers = [
+            (load.weight, load.held, load.session_id)
+            for load in self._view()
+            if load.session_id != mine and not load.leaving and load.held < load.capacity
+        ]
+        return place_heavy(rates, takers, self.unmeasured_rate())
+
     def meant_for_me(self, origin: HintOrigin | None) -> bool:
         """A balancing hint by load meant for this worker: its releaser placed it here (it
         fits this worker's gap by that view: domain/balance.py `pick_hand_offs`), so it is
@@ -304,8 +327,9 @@ class Balance:
         if origin.to not in self._live[1]:
             return False
         first = self._addressed.setdefault(connection_id, now_ms)
-        grace_ms = ADDRESSED_GRACE_BEATS * self._ctx.config.heartbeat_interval_s * 1000
-        return now_ms - first < grace_ms
+        # A leaver's, for as long as its connections are placed by share (the handoff's 1 s).
+        beats = LEAVING_GRACE_BEATS if origin.leaving else ADDRESSED_GRACE_BEATS
+        return now_ms - first < beats * self._ctx.config.heartbeat_interval_s * 1000
 
     def leavers_open(self, now_ms: int) -> bool:
         """Some leaver this worker saw has been leaving for longer than `LEAVING_GRACE_BEATS`,

@@ -179,6 +179,15 @@ class Sessions:
             session.request_stop(SessionEnd.REBALANCE)
         return [s.connection_id for s in chosen]
 
+    def placement(self) -> dict[str, tuple[str, float]]:
+        """By load, the session each heavy running connection is meant for if this worker
+        leaves now, and its rate (Balance.placement); empty by count."""
+        if not self.balance.by_load:
+            return {}
+        rates = {cid: self._rate_of(cid) for cid in self._running}
+        placed = self.balance.placement(list(rates.items()))
+        return {cid: (to, rates[cid]) for cid, to in placed.items()}
+
     def _rate_of(self, connection_id: str) -> float:
         rate = self._rates.get(connection_id)
         return rate.per_s if rate is not None and rate.warm else self.balance.unmeasured_rate()

@@ -8,7 +8,7 @@ import asyncio
 import functools
 import logging
 import random
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 
 import attrs
 
@@ -179,7 +179,12 @@ class Worker:
         # Most of the budget for draining and releasing, each connection hinted as soon as it
         # is released; the rest for the last hints and metrics.
         stopped = asyncio.Event()
-        hints = asyncio.create_task(self._hint_handed_over(stopped, began), name="shutdown-hints")
+        # By load, the taker each heavy one is meant for and its rate, read before they stop
+        # (their rates go with them): their hints say both (Balance.placement).
+        meant_for = self.sessions.placement()
+        hints = asyncio.create_task(
+            self._hint_handed_over(stopped, began, meant_for), name="shutdown-hints"
+        )
         # Beside the drain: the fleet learns that this worker is leaving from its session too
         # (SessionKeeper.leave), not only from the hints of those that receive one.
         leave = asyncio.create_task(self.keeper.leave(), name="shutdown-leave")
@@ -206,7 +211,12 @@ class Worker:
             extra={"worker_id": ctx.worker_id},
         )
 
-    async def _hint_handed_over(self, stopped: asyncio.Event, began: float) -> None:
+    async def _hint_handed_over(
+        self,
+        stopped: asyncio.Event,
+        began: float,
+        meant_for: Mapping[str, tuple[str, float]],
+    ) -> None:
         """Hint the connections handed over at shutdown as they are released, each send
         carrying what was released since the last: the fleet does not wait for the slowest
         drain (the AWS fleet bench: the first of 9 was released 0.26 s before the last, and
@@ -216,11 +226,22 @@ class Worker:
         Records, per connection hinted, how long after the shutdown began (`began`,
         monotonic) it was released and hinted: this worker's part of the handoff. The hints
         name this session as leaving (HintOrigin.leaving): a taker leaves it out of the split,
-        so the connections go where the fleet is short in one move."""
+        so the connections go where the fleet is short in one move. By load a heavy one's
+        names the session it is meant for and says its rate (`meant_for`)."""
         clock = self.ctx.clock
         # The session the connections were released under (still renewed until the end).
         session_id = self.keeper.session_id
-        origin = HintOrigin(session_id, leaving=True) if session_id else None
+
+        def by_origin(batch: list[str]) -> dict[HintOrigin | None, list[str]]:
+            if not session_id:
+                return {None: batch}
+            groups: dict[HintOrigin | None, list[str]] = {}
+            for cid in batch:
+                to, rate = meant_for.get(cid, (None, None))
+                origin = HintOrigin(session_id, leaving=True, to=to, rate=rate)
+                groups.setdefault(origin, []).append(cid)
+            return groups
+
         sent = 0
         second_rounds: list[tuple[float, list[str]]] = []  # (when due, monotonic; the batch)
         changed = self.sessions.handed_over_changed
@@ -231,7 +252,8 @@ class Worker:
                 batch, sent = handed[sent:], len(handed)
                 try:
                     extra = {"worker_id": self.ctx.worker_id}
-                    await send_hints(self.ctx.queue, batch, extra, origin)
+                    for origin, ids in by_origin(batch).items():
+                        await send_hints(self.ctx.queue, ids, extra, origin)
                 except ApplicationError as exc:
                     log.warning("handoff hints not sent (reconciliation will find them): %s", exc)
                 else:
@@ -243,7 +265,8 @@ class Worker:
             if second_rounds and second_rounds[0][0] <= clock.monotonic():
                 _, batch = second_rounds.pop(0)
                 try:
-                    await self.ctx.queue.send(batch, copy=True, origin=origin)
+                    for origin, ids in by_origin(batch).items():
+                        await self.ctx.queue.send(ids, copy=True, origin=origin)
                 except ApplicationError as exc:
                     log.info("%d handoff hint(s) went out once: %s", len(batch), exc)
                 continue

@@ -11,7 +11,9 @@ from domain.balance import (
     Rate,
     Share,
     cost,
+    heavy,
     pick_hand_offs,
+    place_heavy,
     share_of,
     smoothed,
 )
@@ -64,6 +66,32 @@ def test_a_hot_feed_weighs_what_its_messages_cost_and_a_quiet_one_about_one() ->
     assert cost(2.0) == pytest.approx(3.0)
     assert cost(0.0) == 1.0
     assert Load("w1", held=10, capacity=100, rate=50.0).weight == pytest.approx(60.0)
+
+
+def test_a_connection_is_heavy_at_twice_the_fleets_mean_cost() -> None:
+    """At a mean of 2 msg/s a connection costs 3: heavy from 5 msg/s (cost 6). In a fleet of
+    like connections none is."""
+    assert heavy(5.0, 2.0)
+    assert not heavy(4.9, 2.0)
+    assert not heavy(2.0, 2.0)
+    assert heavy(1.0, 0.0), "holding one open costs 1: an idle fleet's mean cost"
+
+
+def test_a_leavers_heavy_connections_go_to_light_takers_below_the_level_quiet_ones_unnamed() -> (
+    None
+):
+    """The most costly first, each to the taker whose connections are lightest of those below
+    the level (it gives back what it held before); the light ones are left unnamed (anyone's
+    by share)."""
+    rates = [("quiet-1", 1.0), ("hot-1", 50.0), ("hot-2", 40.0), ("quiet-2", 1.0)]
+    # Level: (30 + 25 + 40 + 51 + 41 + 2 + 2) / 3 = 63.7. w2 holds 15 quiet ones (mean cost
+    # 2), w3 one hot feed and 3 quiet ones (6.25), w4 20 quiet ones.
+    takers = [(30.0, 15, "w2"), (25.0, 4, "w3"), (40.0, 20, "w4")]
+    placed = place_heavy(rates, takers, mean_per_s=4.0)
+    # hot-1 to w2 (mean cost 2, w4's also 2: the lower id), w2 is then at 81: hot-2 to w4.
+    assert placed == {"hot-1": "w2", "hot-2": "w4"}
+    assert place_heavy(rates, [], mean_per_s=4.0) == {}
+    assert place_heavy([("a", 2.0), ("b", 2.0)], takers, mean_per_s=2.0) == {}
 
 
 def test_by_load_one_hot_feed_is_not_counted_as_one_quiet_one() -> None:

@@ -102,3 +102,49 @@ async def test_by_count_the_same_fleet_stays_skewed(fleet_by: Fleet) -> None:
     assert sum(counts) == total
     assert max(counts) - min(counts) <= 1
     assert not spread_out(fleet, total)
+
+
+@pytest.mark.parametrize("by", ["load"], indirect=True)
+async def test_a_leavers_hot_feed_goes_where_it_fits_and_every_stream_moves_once(
+    fleet_by: Fleet,
+) -> None:
+    """GIVEN five workers, four of them holding a hot feed each and one many quiet ones WHEN a
+    worker with a hot feed shuts down THEN its hot feed goes to the one without (its hint
+    names it: domain/balance.py `place_heavy`), which hands on quiet ones it held before:
+    every stream is opened once more at most. Counted at the fleet's mean by whoever polled
+    first, a leaver's hot feed went to a worker near its level, which handed it on (the skewed
+    chaos soak); placed on the lightest worker, one holding a hot feed and three quiet ones,
+    that one handed on the quiet ones it had just taken."""
+    fleet = fleet_by
+    total = await skewed(fleet)
+    fleet.add_worker("w5")
+    five = (*WORKERS, "w5")
+
+    def hot_on(name: str) -> int:
+        return sum(c.startswith("hot") for c in fleet.streamed_by(name))
+
+    def settled() -> bool:
+        return sum(len(fleet.streamed_by(w)) for w in five) == total and all(
+            hot_on(w) <= 1 for w in five
+        )
+
+    await fleet.clock.run_until(settled, 400)
+    await fleet.clock.advance(120)  # nothing held for having just moved in
+    assert settled()
+    leaver = next(w for w in five if hot_on(w))
+    cold = next(w for w in five if not hot_on(w))
+    moved = fleet.streamed_by(leaver)
+    opens = {url: s.opens for url, s in fleet.upstream.streams.items()}
+
+    await fleet.shutdown(leaver)
+    await fleet.clock.advance(180)
+
+    again = {
+        url.rsplit("/", 1)[-1]: s.opens - opens[url]
+        for url, s in fleet.upstream.streams.items()
+        if s.opens != opens[url]
+    }
+    assert all(again.get(c) == 1 for c in moved), again
+    assert max(again.values()) == 1, again
+    assert hot_on(cold) == 1, "the hot feed went to a worker that had one"
+    assert sum(len(fleet.streamed_by(w)) for w in five if w != leaver) == total
