@@ -41,6 +41,11 @@ class Sessions:
         self.balance = Balance(ctx, lambda: keeper.session_id, self._held, self.rate_now)
         # Each running connection's smoothed message rate, sampled with every renew.
         self._rates: dict[str, Rate] = {}
+        # Moved in: not measured before this epoch ms (a lease after the take: the replay of
+        # what came while it moved is not its rate), and its releaser's measure meanwhile,
+        # if its hint said it (HintOrigin.rate).
+        self._measure_from: dict[str, int] = {}
+        self._hinted_rate: dict[str, float] = {}
         # rate_now's parts, until either changes: the measured connections' sum, and how
         # many are not measured yet (Balance.unmeasured_rate each).
         self._rate_total: tuple[float, int] | None = None
@@ -123,6 +128,8 @@ class Sessions:
         # is measured at the next (counted at the fleet's mean meanwhile: rate_now).
         first_ms = int(self._ctx.config.heartbeat_interval_s * 500)
         for cid, (session, _) in self._running.items():
+            if self._measure_from.get(cid, 0) > now_ms:
+                continue  # moved in a moment ago: still replaying (see _take)
             rate = self._rates.get(cid, Rate())
             rates[cid] = smoothed(rate, session.received, now_ms, first_ms=first_ms)
         self._rates = rates
@@ -131,20 +138,25 @@ class Sessions:
 
     def rate_now(self) -> float:
         """The smoothed messages a second of the connections running here, as last sampled;
-        one not measured over an interval yet (just taken, or STARTed) at the fleet's mean
-        (`Balance.unmeasured_rate`). Counted at 0, a connection that had just moved in made
-        its taker look light to every view read before its next heartbeat, and a worker
-        holding less than the mean handed one off to balance toward it (the chaos soak by
-        load, bench/RESULTS.md section 37). The sum is kept until a sample or a connection
-        comes or goes: every look at the balance reads it, and summing it afresh cost a walk
-        of every connection each time (the simulation at 100 workers: 2.8 million steps in
-        100 virtual seconds)."""
+        one not measured over an interval yet (just taken, or STARTed) at the rate its hint
+        said, or else at the fleet's mean (`Balance.unmeasured_rate`). Counted at 0, a
+        connection that had just moved in made its taker look light to every view read
+        before its next heartbeat, and a worker holding less than the mean handed one off to
+        balance toward it (the chaos soak by load, bench/RESULTS.md section 37). The sum is
+        kept until a sample or a connection comes or goes: every look at the balance reads
+        it, and summing it afresh cost a walk of every connection each time (the simulation
+        at 100 workers: 2.8 million steps in 100 virtual seconds)."""
         if self._rate_total is None:
-            measured = [self._rates.get(cid) for cid in self._running]
-            self._rate_total = (
-                sum(r.per_s for r in measured if r is not None and r.warm),
-                sum(1 for r in measured if r is None or not r.warm),
-            )
+            total, unmeasured = 0.0, 0
+            for cid in self._running:
+                rate = self._rates.get(cid)
+                if rate is not None and rate.warm:
+                    total += rate.per_s
+                elif cid in self._hinted_rate:
+                    total += self._hinted_rate[cid]
+                else:
+                    unmeasured += 1
+            self._rate_total = (total, unmeasured)
         total, unmeasured = self._rate_total
         return total + unmeasured * self.balance.unmeasured_rate() if unmeasured else total
 
@@ -190,7 +202,9 @@ class Sessions:
 
     def _rate_of(self, connection_id: str) -> float:
         rate = self._rates.get(connection_id)
-        return rate.per_s if rate is not None and rate.warm else self.balance.unmeasured_rate()
+        if rate is not None and rate.warm:
+            return rate.per_s
+        return self._hinted_rate.get(connection_id, self.balance.unmeasured_rate())
 
     async def take_each(
         self,
@@ -387,9 +401,20 @@ class Sessions:
         session = ConnectionSession(ctx, acquired, lease, resume, self._writer, self._handed_back)
         task = asyncio.create_task(session.run(), name=f"session:{connection_id}")
         self._running[connection_id] = (session, task)
-        # Measured from now, not from the next sample: the first report after the take then
-        # carries its rate (rate_now counts it at the fleet's mean until it is measured).
-        self._rates[connection_id] = smoothed(Rate(), 0, ctx.clock.now_ms())
+        now_ms = ctx.clock.now_ms()
+        if acquired.token > 1:
+            # Moved in: it resumes from its last checkpoint, and the upstream replays what came
+            # since at once. Counted as its rate, a hot stream unowned for 6.5 s under a store
+            # fault measured some 60 % above its rate for the window, and the fleet moved a
+            # quiet stream for it (the chaos soak by load, bench/RESULTS.md section 38). It is
+            # measured from a lease after the take, at the rate its hint said meanwhile.
+            self._measure_from[connection_id] = now_ms + ctx.config.lease_ms
+            if origin is not None and origin.rate is not None:
+                self._hinted_rate[connection_id] = origin.rate
+        else:
+            # Measured from now, not from the next sample: the first report after the take
+            # then carries its rate (rate_now counts it at the fleet's mean until then).
+            self._rates[connection_id] = smoothed(Rate(), 0, now_ms)
         self._rate_total = None
         task.add_done_callback(lambda _: self._done(connection_id, session))
 
@@ -448,6 +473,8 @@ class Sessions:
             del self._running[connection_id]
             self._rate_total = None
             self._rates.pop(connection_id, None)
+            self._measure_from.pop(connection_id, None)
+            self._hinted_rate.pop(connection_id, None)
             self._moved_in.pop(connection_id, None)
         if session.end is SessionEnd.SHUTDOWN:
             self.handed_over.append(connection_id)
