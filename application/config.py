@@ -80,8 +80,8 @@ class WorkerConfig:
     # an old task once the new one's health check passes (infra: every 15 s).
     join_grace_s: float = attrs.field(default=30.0, validator=attrs.validators.ge(0))
     # What is balanced: "count" (connections) or "load" (connections weighted by their
-    # smoothed message rates, domain/balance.py `cost`). docs/decisions.md says why count is
-    # the default.
+    # smoothed message rates, domain/balance.py `cost`). docs/decisions.md ("Balancing by
+    # load is the default") says why load is.
     balance_by: str = attrs.field(default="load", validator=attrs.validators.in_(BALANCE_BY))
 
     def __attrs_post_init__(self) -> None:

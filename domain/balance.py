@@ -466,16 +466,16 @@ def place_heavy(
     """By load, where a leaving worker's heavy connections go (`heavy`, in a fleet whose
     connections receive `mean_per_s` each; `rates`: all its connections, (id, messages a
     second)): each, the most costly first, to the taker (weight, held, session id) whose
-    connections are lightest (the lowest mean cost) of those below the level that the
-    takers and everything the leaver holds make. Its hint
-    names that taker (`HintOrigin.to`): counted at the fleet's mean by whoever polled first, a
-    leaver's hot stream went to a worker near its level, which then handed it on (the skewed
-    chaos soak: 2 of 68 SIGTERMed connections moved twice). Not simply the lightest taker: one
-    holding a hot feed and few quiet ones, placed another, had nothing to give back but the
-    quiet ones it had just taken, and handed those on (tests/unit/test_worker_balance_load.py);
-    one of many quiet connections gives back what it held before. The light ones are
-    anyone's by share: named too, a 100-worker deploy's hints waited for their one taker
-    (bench/RESULTS.md section 37)."""
+    connections are lightest (the lowest mean cost) of those below the level that the takers
+    and everything the leaver holds make. Its hint names that taker (`HintOrigin.to`):
+    counted at the fleet's mean by whoever polled first, a leaver's hot stream went to a
+    worker near its level, which then handed it on (the skewed chaos soak: 2 of 68 SIGTERMed
+    connections moved twice). Not simply the lightest taker: one holding a hot feed and few
+    quiet ones, placed another, had nothing to give back but the quiet ones it had just
+    taken, and handed those on (tests/unit/test_worker_balance_load.py); one of many quiet
+    connections gives back what it held before. The light ones are anyone's by share: named
+    too, a 100-worker deploy's hints waited for their one taker (bench/RESULTS.md section
+    37)."""
     if not takers:
         return {}
     loads = {sid: (weight, held) for weight, held, sid in takers}

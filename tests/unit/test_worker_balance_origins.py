@@ -221,3 +221,15 @@ async def test_a_heavy_hint_meant_for_another_is_left_to_it_for_a_heartbeat_then
     assert r.balance.left_for_another("c1", hot, r.clock.now_ms()), "counted from first seen"
     await r.clock.advance(0.01)
     assert not r.balance.left_for_another("c1", hot, r.clock.now_ms())
+
+
+async def test_a_leavers_heavy_hint_meant_for_another_is_left_to_it_for_the_leavers_grace() -> None:
+    """A shutting-down worker's heavy stream names its taker (domain/balance.py
+    `place_heavy`): the others leave it to that one for LEAVING_GRACE_BEATS, as long as a
+    leaver's connections are placed by share, not a whole heartbeat (the handoff's 1 s)."""
+    r = Rig()
+    r.view({"w1#1": (10, r.clock.now_ms()), "w2#1": (10, r.clock.now_ms())})
+    hot = HintOrigin("w1#1", leaving=True, to="w2#1", rate=50.0)
+    assert r.balance.left_for_another("c1", hot, r.clock.now_ms())
+    await r.clock.advance(LEAVING_GRACE_BEATS * CONFIG.heartbeat_interval_s)
+    assert not r.balance.left_for_another("c1", hot, r.clock.now_ms())
