@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from application.config import WorkerConfig
 from application.deaths import WorkerDeaths
 from bench.sim.collector import Collector
 from bench.sim.dynamodb import ModelledStore
@@ -214,13 +215,15 @@ async def run_scenario(
     settle_s: float = 30.0,
     window_s: float = 60.0,
     placed: bool = True,
+    config: WorkerConfig | None = None,
 ) -> dict[str, Any]:
     """`placed`: the bring-up hands each worker its share (see bring_up); False: every
-    connection STARTed through the router and picked up from its hint."""
+    connection STARTed through the router and picked up from its hint. `config`: the
+    workers' (SimFleet's default otherwise)."""
     if name not in RUNS:
         raise ValueError(f"unknown scenario {name!r}; allowed: {', '.join(SCENARIOS)}")
     wall, cpu = time.perf_counter(), time.process_time()
-    sim = SimFleet(size)
+    sim = SimFleet(size, config)
     with Collector() as collector:
         progress = asyncio.create_task(_progress(sim, name), name="sim-progress")
         freezing = asyncio.create_task(_freeze(sim), name="sim-gc-freeze")

@@ -3,6 +3,9 @@ many workers in one process on virtual time over a cost model of DynamoDB): thro
 no connection ever has two owners, every STARTed connection streams again, and the model
 counted what it should."""
 
+import pytest
+
+from application.config import WorkerConfig
 from bench.sim.fleet import SimSize
 from bench.sim.scenarios import run_scenario
 
@@ -41,9 +44,20 @@ async def test_a_reported_az_loss_places_each_orphan_once() -> None:
     assert figures["streaming_again_s"]["max"] < 4.0  # by the hints, not the lease's expiry
 
 
-async def test_a_scale_out_moves_each_connection_it_moves_once() -> None:
-    figures = await run_scenario("scale-out", SimSize(10, 200), settle_s=10, window_s=20)
+@pytest.mark.parametrize("balance_by", ["count", "load"])
+async def test_a_scale_out_moves_each_connection_it_moves_once(balance_by: str) -> None:
+    """10 workers holding 200, 10 join: the newcomers' half moves, each connection once. By
+    count exactly 100 (whole targets); by load, whose band is one connection at the mean
+    cost, a newcomer may end one short of its 10 (like connections whose measured rates
+    differ a little: 99 at `ceb7218`; README, "Balancing weighs load")."""
+    size = SimSize(10, 200)
+    config = WorkerConfig(max_connections=size.capacity, balance_by=balance_by)
+    figures = await run_scenario("scale-out", size, settle_s=10, window_s=20, config=config)
 
     assert figures["two_owners"] == 0, figures["notes"]
     assert any("balanced" in note for note in figures["notes"]), figures["notes"]
-    assert (figures["connections_moved"], figures["moves"]) == (100, 100)  # the newcomers' half
+    assert figures["moves"] == figures["connections_moved"], "a connection moved twice"
+    if balance_by == "count":
+        assert figures["moves"] == 100  # the newcomers' half
+    else:
+        assert 90 <= figures["moves"] <= 100  # each of the 10 newcomers within one of 10
