@@ -3,6 +3,7 @@
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from application.aio import first_completed, gather_all
@@ -41,16 +42,14 @@ class Sessions:
         self.balance = Balance(ctx, lambda: keeper.session_id, self._held, self.rate_now)
         # Each running connection's smoothed message rate, sampled with every renew.
         self._rates: dict[str, Rate] = {}
-        # Moved in: not measured before this epoch ms (a lease after the take: the replay of
-        # what came while it moved is not its rate), and its releaser's measure meanwhile,
-        # if its hint said it (HintOrigin.rate).
-        self._measure_from: dict[str, int] = {}
+        # Moved in and not measured yet: its releaser's measure, if its hint said it
+        # (HintOrigin.rate; `_take`).
         self._hinted_rate: dict[str, float] = {}
         # rate_now's parts, until either changes: the measured connections' sum, and how
         # many are not measured yet (Balance.unmeasured_rate each).
         self._rate_total: tuple[float, int] | None = None
-        # Moved in (taken from another owner): not handed off to balance before the monotonic
-        # instant given (balance.MOVED_HOLD_LEASES).
+        # Moved in (taken from another owner) at this monotonic instant: measured from a lease
+        # after (`_take`), not handed off to balance for MOVED_HOLD_LEASES (`hand_off`).
         self._moved_in: dict[str, float] = {}
         self.leaving: set[str] = set()  # handed off to balance, not yet released
         # Handed off to balance: not taken back before the monotonic instant given (its hint
@@ -127,8 +126,9 @@ class Sessions:
         # A first interval of at least half a heartbeat: one taken just before this sample
         # is measured at the next (counted at the fleet's mean meanwhile: rate_now).
         first_ms = int(self._ctx.config.heartbeat_interval_s * 500)
+        replaying_s = self._ctx.config.lease_ms / 1000
         for cid, (session, _) in self._running.items():
-            if self._measure_from.get(cid, 0) > now_ms:
+            if self._moved_in_for(cid) < replaying_s:
                 continue  # moved in a moment ago: still replaying (see _take)
             rate = self._rates.get(cid, Rate())
             rates[cid] = smoothed(rate, session.received, now_ms, first_ms=first_ms)
@@ -169,10 +169,10 @@ class Sessions:
         the fewest messages left to drain, then the most recently taken (those held long stay
         put). By load, of those, the ones whose moves best close the gap (domain/balance.py
         `pick_hand_offs`), and none that moved in lately."""
-        now = self._ctx.clock.monotonic()
+        hold_s = MOVED_HOLD_LEASES * self._ctx.config.lease_ms / 1000
 
         def moved_lately(s: ConnectionSession) -> bool:
-            return self._moved_in.get(s.connection_id, 0) > now
+            return self._moved_in_for(s.connection_id) < hold_s
 
         candidates = [s for s, _ in reversed(self._running.values()) if not s.stopping]
         candidates.sort(key=lambda s: (moved_lately(s), not s.upstream_open, s.ingest.pending))
@@ -199,6 +199,11 @@ class Sessions:
         rates = {cid: self._rate_of(cid) for cid in self._running}
         placed = self.balance.placement(list(rates.items()))
         return {cid: (to, rates[cid]) for cid, to in placed.items()}
+
+    def _moved_in_for(self, connection_id: str) -> float:
+        """Seconds since the connection moved in here (infinite: it did not, a START's)."""
+        since = self._moved_in.get(connection_id)
+        return math.inf if since is None else self._ctx.clock.monotonic() - since
 
     def _rate_of(self, connection_id: str) -> float:
         rate = self._rates.get(connection_id)
@@ -394,27 +399,24 @@ class Sessions:
             resume + 1,
             extra=ctx.log_extra(connection_id, acquired.token),
         )
-        if acquired.token > 1:  # it had an owner before: it moved in
-            hold_s = MOVED_HOLD_LEASES * ctx.config.lease_ms / 1000
-            self._moved_in[connection_id] = ctx.clock.monotonic() + hold_s
         lease = Lease(ctx, keeper, connection_id, acquired.token, session_id, fenced)
         session = ConnectionSession(ctx, acquired, lease, resume, self._writer, self._handed_back)
         task = asyncio.create_task(session.run(), name=f"session:{connection_id}")
         self._running[connection_id] = (session, task)
-        now_ms = ctx.clock.now_ms()
         if acquired.token > 1:
-            # Moved in: it resumes from its last checkpoint, and the upstream replays what came
-            # since at once. Counted as its rate, a hot stream unowned for 6.5 s under a store
-            # fault measured some 60 % above its rate for the window, and the fleet moved a
-            # quiet stream for it (the chaos soak by load, bench/RESULTS.md section 38). It is
-            # measured from a lease after the take, at the rate its hint said meanwhile.
-            self._measure_from[connection_id] = now_ms + ctx.config.lease_ms
+            # It had an owner before: it moved in. It resumes from its last checkpoint, and the
+            # upstream replays what came since at once. Counted as its rate, a hot stream
+            # unowned for 6.5 s under a store fault measured some 60 % above its rate for the
+            # window, and the fleet moved a quiet stream for it (the chaos soak by load,
+            # bench/RESULTS.md section 38). It is measured from a lease after the take
+            # (`sample_rates`), at the rate its hint said meanwhile.
+            self._moved_in[connection_id] = ctx.clock.monotonic()
             if origin is not None and origin.rate is not None:
                 self._hinted_rate[connection_id] = origin.rate
         else:
             # Measured from now, not from the next sample: the first report after the take
             # then carries its rate (rate_now counts it at the fleet's mean until then).
-            self._rates[connection_id] = smoothed(Rate(), 0, now_ms)
+            self._rates[connection_id] = smoothed(Rate(), 0, ctx.clock.now_ms())
         self._rate_total = None
         task.add_done_callback(lambda _: self._done(connection_id, session))
 
@@ -473,7 +475,6 @@ class Sessions:
             del self._running[connection_id]
             self._rate_total = None
             self._rates.pop(connection_id, None)
-            self._measure_from.pop(connection_id, None)
             self._hinted_rate.pop(connection_id, None)
             self._moved_in.pop(connection_id, None)
         if session.end is SessionEnd.SHUTDOWN:
