@@ -13,7 +13,8 @@ class HintRounds:
     only its first that many undelayed sends are lost (the open poll returns with the first
     batch it catches). `answer_s`:
     each send's answer comes this long after its hint has landed (needs `clock`), as on SQS,
-    where a waiting long poll is answered as the hint lands."""
+    where a waiting long poll is answered as the hint lands. `sent`: each hint that got
+    through, (connection id, origin), as a taker receives it."""
 
     def __init__(
         self,
@@ -32,6 +33,7 @@ class HintRounds:
         self.receive = inner.receive
         self.release = inner.release
         self.delete = inner.delete
+        self.sent: list[tuple[str, HintOrigin | None]] = []
 
     async def send(
         self,
@@ -47,5 +49,6 @@ class HintRounds:
             self._first_lost -= 1
             return
         await self._inner.send(connection_ids, delay_s=delay_s, copy=copy, origin=origin)
+        self.sent += [(cid, origin) for cid in connection_ids]
         if self._clock is not None and self._answer_s:
             await self._clock.sleep(self._answer_s)

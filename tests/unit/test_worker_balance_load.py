@@ -3,16 +3,15 @@ their connections by the messages they receive, so four hot feeds piled on one w
 spread out; by count the same fleet stays skewed. The judge of the fixture (no stream with
 two subscribers) runs here too."""
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
 import attrs
 import pytest
 
-from adapters.memory.clock import FakeClock
-from adapters.memory.queue import InMemoryNotificationQueue
-from application.ports import HintOrigin
+from application.ports import NotificationQueue
 from application.ports.metrics import BALANCE_HANDOFFS
 from tests.support.fleet import DEFAULT_CONFIG, Fleet
+from tests.support.queues import HintRounds
 
 WORKERS = ("w1", "w2", "w3", "w4")
 COLD, HOT = 0.4, 20.0  # messages a second: the hot feeds at 50 times the others' rate
@@ -43,17 +42,17 @@ async def start(fleet: Fleet, connection_id: str, rate: float) -> None:
     await fleet.start(connection_id, url)
 
 
-async def skewed(fleet: Fleet) -> int:
+async def skewed(fleet: Fleet, queue: NotificationQueue | None = None) -> int:
     """4 workers, 40 connections; w1 alone took the 4 hot ones and 6 others, the rest came
-    after the others joined."""
-    fleet.add_worker("w1")
+    after the others joined. `queue`: the workers' view of the fleet's queue."""
+    fleet.add_worker("w1", queue=queue)
     for i in range(4):
         await start(fleet, f"hot{i}", HOT)
     for i in range(6):
         await start(fleet, f"cold{i:02}", COLD)
     await fleet.clock.run_until(lambda: len(fleet.streamed_by("w1")) == 10, 10)
     for name in WORKERS[1:]:
-        fleet.add_worker(name)
+        fleet.add_worker(name, queue=queue)
     for i in range(6, 36):
         await start(fleet, f"cold{i:02}", COLD)
     return 40
@@ -180,40 +179,20 @@ async def test_a_taken_over_stream_is_measured_at_its_rate_not_its_replay(fleet_
     assert HOT * 0.8 <= rate <= HOT * 1.2, f"measured {rate} msg/s, streamed at {HOT}"
 
 
-class RecordingQueue(InMemoryNotificationQueue):
-    """The in-memory queue, keeping each hint's origin as sent (what a taker receives)."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        super().__init__(clock)
-        self.origins: list[tuple[str, HintOrigin | None]] = []
-
-    async def send(
-        self,
-        connection_ids: Sequence[str],
-        *,
-        delay_s: int = 0,
-        copy: bool = False,
-        origin: HintOrigin | None = None,
-    ) -> None:
-        self.origins += [(cid, origin) for cid in connection_ids]
-        await super().send(connection_ids, delay_s=delay_s, copy=copy, origin=origin)
-
-
 async def test_a_balancing_hand_off_names_its_taker_and_says_its_rate() -> None:
     """Each hint of a hand-off to balance by load names the worker it is meant for and the
     rate its releaser measured (HintOrigin.to and .rate): a taker tells a hot feed, which the
     others leave to that worker (Balance.left_for_another), by that rate alone, and counts it
     at that rate until it measures it. On the skewed fleet the hot feeds' hints say about
     their 20 msg/s, the quiet ones' about 0.4."""
-    clock = FakeClock()
-    queue = RecordingQueue(clock)
-    fleet = Fleet(attrs.evolve(DEFAULT_CONFIG, balance_by="load"), clock=clock, queue=queue)
+    fleet = Fleet(attrs.evolve(DEFAULT_CONFIG, balance_by="load"))
+    queue = HintRounds(fleet.queue)  # every worker's: what each sent
     try:
-        total = await skewed(fleet)
+        total = await skewed(fleet, queue)
         await fleet.clock.run_until(lambda: spread_out(fleet, total), 300)
     finally:
         await fleet.close()
-    balancing = [(c, o) for c, o in queue.origins if o is not None and not o.leaving]
+    balancing = [(c, o) for c, o in queue.sent if o is not None and not o.leaving]
     assert balancing, "no hand-off to balance"
     assert all(o.to is not None and o.rate is not None for _, o in balancing), balancing
     hot = [o.rate for c, o in balancing if c.startswith("hot") and o.rate is not None]
